@@ -1,0 +1,86 @@
+"""What an indicator *is* to the rest of the system: :class:`IndicatorDef` and its context.
+
+An indicator is a pure function from bars and validated parameters to a
+:class:`~engine.indicators.model.PanelResult`.  External indicators (funding, open
+interest, ...) additionally declare an async ``fetch`` that runs *before* compute, outside
+any lock, and whose result (or failure reason) reaches compute through
+:class:`ComputeContext`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.bars import Bars
+from engine.indicators.model import PanelResult
+from engine.indicators.params import Param, configure
+
+if TYPE_CHECKING:
+    from engine.indicators.external.sources import ExternalSources
+
+Kind = Literal["overlay", "panel", "external"]
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalUnavailable:
+    """Why an external indicator has no data (shown as ``LABEL (no data: reason)``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeContext:
+    """What compute may know besides the bars: the market and any pre-fetched data."""
+
+    symbol: str | None = None
+    interval: str = "4h"
+    external: Any = None
+
+
+ComputeFn = Callable[[Bars, Params, ComputeContext], PanelResult]
+FetchFn = Callable[["ExternalSources", Bars, Params, ComputeContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class IndicatorDef:
+    """One catalogue entry: identity, documentation, parameters, signals and the math.
+
+    ``signals`` lists every label this indicator can emit (see engine.signals).
+    ``fetch`` is set only for external indicators.
+    """
+
+    name: str
+    kind: Kind
+    description: str
+    compute: ComputeFn
+    params: tuple[Param, ...] = ()
+    aliases: tuple[str, ...] = ()
+    signals: tuple[str, ...] = ()
+    fetch: FetchFn | None = field(default=None)
+
+    @property
+    def is_overlay(self) -> bool:
+        return self.kind == "overlay"
+
+    def configure(self, raw: Params | None) -> dict[str, Any]:
+        """Validated parameters (defaults merged in); raises IndicatorParamError."""
+        return configure(self.name, self.params, raw)
+
+    def describe(self) -> dict[str, Any]:
+        """This indicator's entry in the list_indicators payload."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "type": self.kind,
+            "overlay": self.is_overlay,
+        }
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
+        if self.params:
+            out["configurable_params"] = [p.describe() for p in self.params]
+        if self.signals:
+            out["signals"] = list(self.signals)
+        return out
