@@ -1,1 +1,5 @@
-"""config package."""
+"""Configuration: the Settings model and how it is loaded (CLI > env > TOML > defaults)."""
+
+from config.settings import ConfigFileError, Settings, is_loopback_host, load_settings, resolve_data_dir
+
+__all__ = ["ConfigFileError", "Settings", "is_loopback_host", "load_settings", "resolve_data_dir"]

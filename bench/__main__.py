@@ -1,0 +1,56 @@
+"""Run every benchmark, print a table with the targets, write bench/results/latest.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from bench.charts import bench_ping_while_rendering, bench_tool_latency
+from bench.indicators import bench_all_indicators, bench_engine_set
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def main() -> None:
+    results: dict[str, Any] = {"machine": machine()}
+    results["indicators_5000_ms"] = bench_all_indicators(5000)
+    results["engine_set_1000"] = bench_engine_set(1000)
+    results.update(asyncio.run(bench_tool_latency()))
+    results.update(asyncio.run(bench_ping_while_rendering()))
+
+    rows = [
+        ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
+        ("generate_chart summary (median)", results["generate_chart_summary_ms"]["median"], "ms", 20),
+        ("ping p99 while 10 charts render", results["ping_while_rendering_ms"]["p99"], "ms", 50),
+        ("cipher_b+macd+rsi on 1000 bars", results["engine_set_1000"]["total_ms"], "ms", 2),
+    ]
+    print(f"machine: {results['machine']}")
+    print(f"{'benchmark':<50} {'value':>10}  {'target':>8}  ok")
+    for name, value, unit, target in rows:
+        print(f"{name:<50} {value:>8.2f}{unit}  {'≤' + str(target) + unit:>8}  {'yes' if value <= target else 'NO'}")
+    print("\nall 38 indicators on 5000 bars (ms, best of 5):")
+    for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<16} {ms:8.3f}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2, sort_keys=True))
+    print(f"\nwritten: {RESULTS / 'latest.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The one settings object: defaults < TOML file < ``CHARTGEN_*`` environment < CLI.
+
+Build it once at start-up with :func:`load_settings`; components receive only the fields
+they need.  Exchange endpoints are settings, so tests, ``--sim`` and real Binance share one
+code path (design.md §3).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+_toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("chartgen_toml_path", default=None)
+
+DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
+
+
+class ConfigFileError(ValueError):
+    """The TOML configuration file is missing or malformed."""
+
+
+class Settings(BaseSettings):
+    """Every setting of the daemon. Field docstrings are the documentation."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CHARTGEN_",
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=True,
+    )
+
+    # --- process -----------------------------------------------------------------------
+    data_dir: Path | None = None
+    """Where the database, trades.log and tokens live. Default: $STATE_DIRECTORY, else ~/.chartgen."""
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds. Keep it on loopback and put a TLS proxy in front."""
+    port: int = Field(default=9315, ge=0, le=65535)
+    """TCP port of the HTTP server (0 picks a free one)."""
+    base_url: str | None = None
+    """Public URL of this server as clients see it (OAuth metadata). Env: CHARTGEN_BASE_URL."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Minimum log level."""
+    log_format: Literal["auto", "json", "console"] = "auto"
+    """auto: console on a TTY, JSON otherwise."""
+
+    # --- market data -------------------------------------------------------------------
+    binance_rest_url: str = "https://api.binance.com"
+    """Binance REST origin; paths /api/v3/... are appended."""
+    binance_stream_url: str = "wss://stream.binance.com:9443"
+    """Binance market-stream origin; /ws/... and /stream?... are appended."""
+    binance_ws_api_url: str = "wss://ws-api.binance.com:443/ws-api/v3"
+    """Full Binance WebSocket API URL (orders and user data)."""
+    yahoo_url: str = "https://query1.finance.yahoo.com"
+    """Yahoo Finance chart API origin (stocks)."""
+    futures_url: str = "https://fapi.binance.com"
+    """Binance USD-M futures origin (funding, open interest, long/short indicators)."""
+    fear_greed_url: str = "https://api.alternative.me"
+    """alternative.me origin (fear & greed indicator)."""
+    http_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    """Total timeout of one market-data HTTP request, in seconds."""
+    market_cache_ttl_s: float = Field(default=15.0, ge=0, le=3600)
+    """How long fetched klines are reused by chart and indicator tools."""
+
+    # --- charts ------------------------------------------------------------------------
+    render_workers: int = Field(default=1, ge=1, le=8)
+    """Processes that render PNG charts (rendering never runs on the event loop)."""
+    max_bars: int = Field(default=5000, ge=10, le=50000)
+    """Largest `bars` a chart or indicator request may ask for."""
+    summary_signals: int = Field(default=20, ge=1, le=1000)
+    """How many recent signals per indicator a summary lists unless all are requested."""
+
+    # --- trading engine ----------------------------------------------------------------
+    symbols: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["BTCUSDT"])
+    """Symbols the engine follows (--symbol/-s)."""
+    intervals: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["4h"])
+    """Intervals the engine follows (--interval/-i); the first is the default for alerts."""
+    indicators: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_ENGINE_INDICATORS))
+    """Indicators the engine keeps up to date on every closed bar (-p)."""
+    testnet: bool = False
+    """Use the Binance spot testnet for market data and orders."""
+    binance_api_key: SecretStr | None = None
+    """Binance API key (or BINANCE_API_KEY, or the systemd credential binance_api_key)."""
+    binance_api_secret: SecretStr | None = None
+    """Binance API secret (or BINANCE_API_SECRET, or the systemd credential binance_api_secret)."""
+
+    @field_validator("symbols", mode="before")
+    @classmethod
+    def _split_symbols(cls, v: Any) -> Any:
+        return _split_list(v, upper=True)
+
+    @field_validator("intervals", "indicators", mode="before")
+    @classmethod
+    def _split_lists(cls, v: Any) -> Any:
+        return _split_list(v, upper=False)
+
+    @field_validator("symbols")
+    @classmethod
+    def _check_symbols(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if not s.isalnum() or len(s) > 20:
+                raise ValueError(f"symbol {s!r} must be 1-20 letters or digits, e.g. BTCUSDT")
+        return v
+
+    @field_validator(
+        "binance_rest_url", "binance_stream_url", "binance_ws_api_url", "yahoo_url", "futures_url", "fear_greed_url"
+    )
+    @classmethod
+    def _strip_slash(cls, v: str) -> str:
+        if "://" not in v:
+            raise ValueError(f"{v!r} is not a URL; expected e.g. https://api.binance.com")
+        return v.rstrip("/")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+    def resolved_data_dir(self) -> Path:
+        """The data directory: setting, else $STATE_DIRECTORY (systemd), else ~/.chartgen."""
+        return resolve_data_dir(self.data_dir)
+
+    def host_is_loopback(self) -> bool:
+        """True when ``host`` only accepts connections from this machine."""
+        return is_loopback_host(self.host)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Settings from the TOML file chosen by load_settings (top-level keys = field names)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = _toml_path.get()
+        self._data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with path.open("rb") as fh:
+                    self._data = tomllib.load(fh)
+            except FileNotFoundError as exc:
+                raise ConfigFileError(f"config file {path} does not exist") from exc
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigFileError(f"config file {path} is not valid TOML: {exc}") from exc
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _split_list(v: Any, *, upper: bool) -> Any:
+    items: list[str]
+    if isinstance(v, str):
+        items = [v]
+    elif isinstance(v, (list, tuple)):
+        items = [str(x) for x in v]
+    else:
+        return v
+    out: list[str] = []
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if part:
+                part = part.upper() if upper else part
+                if part not in out:
+                    out.append(part)
+    return out
+
+
+def resolve_data_dir(explicit: Path | None) -> Path:
+    """Setting, else the first path of $STATE_DIRECTORY, else ~/.chartgen."""
+    if explicit is not None:
+        return explicit.expanduser()
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        return Path(state.split(":")[0])
+    return Path.home() / ".chartgen"
+
+
+def is_loopback_host(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(overrides: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
+    """Build the settings: ``overrides`` (the CLI) > env > ``config_file`` (or $CHARTGEN_CONFIG) > defaults."""
+    if config_file is None and os.environ.get("CHARTGEN_CONFIG"):
+        config_file = Path(os.environ["CHARTGEN_CONFIG"])
+    token = _toml_path.set(config_file)
+    try:
+        clean = {k: v for k, v in (overrides or {}).items() if v is not None}
+        return Settings(**clean)
+    finally:
+        _toml_path.reset(token)

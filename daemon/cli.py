@@ -1,0 +1,119 @@
+"""The ``chartgen`` command line: chartgen's flags and modes, plus our subcommands.
+
+    chartgen -s BTCUSDT -i 4h -p rsi -o out.png      one-shot render
+    chartgen --mcp                                   MCP over stdio
+    chartgen --serve [--trade] [--sim]               MCP over Streamable HTTP
+    chartgen sim-exchange --port 0                   the Binance-compatible simulator
+
+Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from config import ConfigFileError, Settings, load_settings
+from daemon.logging import configure_logging
+
+SUBCOMMANDS = ("sim-exchange",)
+
+
+def _main_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="chartgen",
+        description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
+        epilog="Subcommands: chartgen sim-exchange --help",
+    )
+    p.add_argument("-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data")
+    p.add_argument("-i", "--interval", action="append", help="bar interval (default 4h; repeatable with --trade)")
+    p.add_argument("-p", "--panels", action="append", help="indicator (repeatable); default cipher_b, macd")
+    p.add_argument("-o", "--output", default="chart.png", help="PNG file for a one-shot render (default chart.png)")
+    p.add_argument("--width", type=int, default=1920, help="image width in pixels (default 1920)")
+    p.add_argument("--height", type=int, default=1080, help="image height in pixels (default 1080)")
+    p.add_argument("-n", "--bars", type=int, default=120, help="number of bars (default 120)")
+    p.add_argument("--source", choices=("auto", "binance", "yahoo"), default="auto", help="market data source")
+    p.add_argument("--mcp", action="store_true", help="serve MCP over stdio (Claude Desktop)")
+    p.add_argument("--serve", action="store_true", help="serve MCP over Streamable HTTP")
+    p.add_argument("--trade", action="store_true", help="also run the trading engine")
+    p.add_argument("--testnet", action="store_true", help="Binance spot testnet for market data and orders")
+    p.add_argument("--sim", action="store_true", help="start the exchange simulator in-process and use it (offline)")
+    p.add_argument("--exchange", help="a ccxt exchange id for non-Binance markets")
+    p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP port (default 9315; 0 picks one)")
+    p.add_argument("--data-dir", type=Path, help="state directory (default $STATE_DIRECTORY, else ~/.chartgen)")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-format", choices=("auto", "json", "console"))
+    return p
+
+
+def _settings_from(ns: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {
+        "host": ns.host,
+        "port": ns.port,
+        "data_dir": ns.data_dir,
+        "log_level": ns.log_level,
+        "log_format": ns.log_format,
+        "testnet": True if ns.testnet else None,
+    }
+    if ns.trade and ns.symbol:
+        overrides["symbols"] = ns.symbol
+    if ns.interval:
+        overrides["intervals"] = ns.interval
+    if ns.trade and ns.panels:
+        overrides["indicators"] = ns.panels
+    return load_settings(overrides, ns.config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``chartgen`` console script; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        from daemon.sim_command import main as sim_main
+
+        return sim_main(args[1:])
+    ns = _main_parser().parse_args(args)
+    try:
+        settings = _settings_from(ns)
+    except (ValidationError, ConfigFileError) as exc:
+        print(f"chartgen: error: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    from daemon import modes
+
+    try:
+        if ns.mcp:
+            asyncio.run(modes.run_stdio(settings, sim=ns.sim))
+        elif ns.serve or ns.trade:
+            asyncio.run(modes.run_http(settings, sim=ns.sim, trade=ns.trade))
+        else:
+            symbol = ns.symbol[0].split(",")[0].strip() if ns.symbol else None
+            asyncio.run(
+                modes.render_once(
+                    settings,
+                    symbol=symbol or None,
+                    interval=(ns.interval or ["4h"])[0],
+                    panels=ns.panels or ["cipher_b", "macd"],
+                    output=Path(ns.output),
+                    width=ns.width,
+                    height=ns.height,
+                    bars=ns.bars,
+                    source=ns.source,
+                )
+            )
+    except modes.ModeError as exc:
+        return modes.fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

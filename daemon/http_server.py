@@ -1,0 +1,57 @@
+"""Serving an ASGI app with uvicorn inside the daemon's own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+
+
+class BindError(OSError):
+    """The listening socket could not be opened (address in use, permission, bad host)."""
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening, non-blocking TCP socket (port 0 picks a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def make_server(app: Any) -> uvicorn.Server:
+    """A uvicorn server for ``app`` that logs through our logging set-up."""
+    config = uvicorn.Config(app, lifespan="on", log_config=None, access_log=False, timeout_graceful_shutdown=10)
+    return uvicorn.Server(config)
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve ``app`` in a background task while the block runs; yields the base URL."""
+    sock = bind_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    server = make_server(app)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="uvicorn")
+    try:
+        # uvicorn exposes no start event, only a flag: poll it with a deadline
+        async with asyncio.timeout(15):
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.005)
+        yield f"http://{host}:{bound_port}"
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(15):
+            await task

@@ -1,0 +1,57 @@
+"""Logging set-up, done once: structlog, JSON when not a TTY, and stderr only under --mcp.
+
+Standard-library loggers (uvicorn, the MCP SDK, aiohttp) are routed through the same
+renderer so the output is one consistent stream.  Secrets never reach a log line: the
+settings hold them as SecretStr and tool calls log no argument values.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal, TextIO
+
+import structlog
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(
+    level: str = "info",
+    fmt: Literal["auto", "json", "console"] = "auto",
+    *,
+    stream: TextIO | None = None,
+) -> None:
+    """Configure structlog and stdlib logging to write to ``stream`` (default stderr)."""
+    out = stream or sys.stderr
+    use_json = fmt == "json" or (fmt == "auto" and not out.isatty())
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=out.isatty())
+    )
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.dict_tracebacks if use_json else structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(_LEVELS.get(level, logging.INFO))
+    # uvicorn's access log repeats what our tool_call lines say
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)

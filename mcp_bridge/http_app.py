@@ -1,0 +1,186 @@
+"""Streamable HTTP in front of the SDK: chartgen's HTTP surface (contract §1.4) on MCP sessions.
+
+Routes: ``GET /`` health; ``POST /mcp`` with the aliases ``POST /`` and ``POST /message``;
+``GET /mcp`` with the alias ``GET /sse``; ``DELETE /mcp``.  Before the SDK sees a POST:
+
+- Accept: missing, or ``application/json`` alone, is accepted (chartgen clients send
+  that); an Accept that allows no JSON gets chartgen's 406 body.  Replies are JSON.
+- A body that is not JSON gets chartgen's 400 ``-32700 Parse error`` envelope.
+- Sessions: ``initialize`` and any request carrying ``Mcp-Session-Id`` go to the stateful
+  session manager (the SDK mints and checks session ids); a request without a session id
+  that is not ``initialize`` — chartgen's clients never initialize — is served by a
+  stateless manager on the same server, so it works without a handshake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_bridge.server import SERVER_VERSION
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+_FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#131722"/>'
+    '<path d="M3 11l3-4 3 2 4-6" stroke="#26a69a" stroke-width="2" fill="none"/></svg>'
+)
+
+
+def accepts_json(accept: str | None) -> bool:
+    """chartgen's Accept rule: missing → yes; else some */*, application/* or application/json without q=0."""
+    if accept is None or not accept.strip():
+        return True
+    for part in accept.split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        media = pieces[0].lower()
+        if media not in ("*/*", "application/*", "application/json"):
+            continue
+        q_zero = False
+        for param in pieces[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q_zero = float(value.strip()) == 0.0
+                except ValueError:
+                    q_zero = False
+        if not q_zero:
+            return True
+    return False
+
+
+def _rpc_error(status: int, code: int, message: str, session_id: str | None, req_id: Any = None) -> Response:
+    headers = {"mcp-session-id": session_id} if session_id else None
+    body = {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _with_header(scope: Scope, name: bytes, value: bytes) -> Scope:
+    headers = [(k, v) for k, v in scope["headers"] if k != name]
+    headers.append((name, value))
+    return {**scope, "headers": headers}
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class McpEndpoint:
+    """The ASGI endpoint behind /mcp and its aliases."""
+
+    def __init__(self, stateful: StreamableHTTPSessionManager, stateless: StreamableHTTPSessionManager) -> None:
+        self.stateful = stateful
+        self.stateless = stateless
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        session_id = request.headers.get("mcp-session-id")
+        if request.method != "POST":
+            await self.stateful.handle_request(scope, receive, send)
+            return
+        if not accepts_json(request.headers.get("accept")):
+            resp = _rpc_error(406, -32600, "Not Acceptable: server returns application/json", session_id)
+            await resp(scope, receive, send)
+            return
+        body = await _read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            resp = _rpc_error(413, -32600, f"Request body exceeds {MAX_BODY_BYTES} bytes", session_id)
+            await resp(scope, receive, send)
+            return
+        try:
+            message = json.loads(body)
+        except ValueError as exc:
+            resp = _rpc_error(400, -32700, f"Parse error: {exc}", session_id)
+            await resp(scope, receive, send)
+            return
+        # The SDK answers JSON when asked for JSON; chartgen clients may omit Accept and Content-Type.
+        scope = _with_header(scope, b"accept", b"application/json, text/event-stream")
+        scope = _with_header(scope, b"content-type", b"application/json")
+        replay = _replay(body, receive)
+        is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
+        if session_id is not None or is_initialize:
+            await self.stateful.handle_request(scope, replay, send)
+        else:
+            await self.stateless.handle_request(scope, replay, send)
+
+
+def _security(host: str, allowed_hosts: list[str] | None) -> TransportSecuritySettings:
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *(allowed_hosts or [])]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    origins += [f"https://{h.split(':')[0]}" for h in (allowed_hosts or [])]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def build_http_app(server: Server[Any], *, host: str = "127.0.0.1", allowed_hosts: list[str] | None = None) -> Starlette:
+    """The Starlette app serving MCP and the health route; run it with uvicorn in the daemon's loop."""
+    security = _security(host, allowed_hosts)
+    stateful = StreamableHTTPSessionManager(
+        app=server, json_response=True, security_settings=security, max_request_body_size=MAX_BODY_BYTES
+    )
+    stateless = StreamableHTTPSessionManager(
+        app=server, json_response=True, stateless=True, security_settings=security, max_request_body_size=MAX_BODY_BYTES
+    )
+    endpoint = McpEndpoint(stateful, stateless)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(
+            {"name": "chartgen", "version": SERVER_VERSION, "protocol": "MCP", "protocolVersion": "2025-03-26", "status": "ok"}
+        )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def favicon(request: Request) -> Response:
+        return Response(_FAVICON, media_type="image/svg+xml")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with stateful.run(), stateless.run():
+            yield
+
+    routes = [
+        Route("/", health, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
+        Route("/favicon.svg", favicon, methods=["GET"]),
+        Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/", endpoint, methods=["POST"]),
+        Route("/message", endpoint, methods=["POST"]),
+        Route("/sse", endpoint, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,86 @@
+"""The MCP server: one low-level SDK ``Server`` with our tool table, shared by stdio and HTTP.
+
+The low-level server is used (not MCPServer's decorators) because the tool schemas and
+the argument handling must follow chartgen's wire contract: lenient aliases, chartgen's
+exact isError texts, and our own validation messages rather than the SDK's.
+Every tool call is logged with a request id, its duration and outcome (never the argument
+values, which may be large or private).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import mcp_types as types
+import structlog
+from mcp.server.lowlevel import Server
+
+from mcp_bridge.errors import ToolError
+from mcp_bridge.tool_specs import TOOLS
+from mcp_bridge.tools import Services, build_handlers
+
+log = structlog.get_logger(__name__)
+
+SERVER_NAME = "chartgen"
+SERVER_VERSION = "0.1.0"
+INSTRUCTIONS = (
+    "chartgen draws trading charts and computes technical indicators (generate_chart, get_indicators, "
+    "list_indicators). Prefer format=summary when you need numbers rather than a picture."
+)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+class ToolRouter:
+    """Dispatches tools/call to the handler table and turns failures into isError results."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.handlers = build_handlers()
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        handler = self.handlers.get(name)
+        if handler is None:
+            return _error(f"Unknown tool: {name}")
+        request_id = uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        outcome = "ok"
+        with structlog.contextvars.bound_contextvars(request_id=request_id, tool=name):
+            try:
+                content = await handler(self.services, dict(arguments or {}))
+                return types.CallToolResult(content=list(content))
+            except ToolError as exc:
+                outcome = "tool_error"
+                return _error(str(exc))
+            except Exception:  # noqa: BLE001 - the tool boundary: nothing crashes the daemon
+                outcome = "internal_error"
+                log.exception("tool_failed")
+                return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
+            finally:
+                log.info(
+                    "tool_call", outcome=outcome, duration_ms=round((time.perf_counter() - started) * 1000, 2)
+                )
+
+
+def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
+    """The SDK server with tools/list and tools/call wired to our router."""
+    router = ToolRouter(services)
+
+    async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(TOOLS))
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await router.call(params.name, params.arguments)
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+    return server, router

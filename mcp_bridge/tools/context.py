@@ -1,0 +1,24 @@
+"""What every tool handler receives (the services) and returns (content blocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from engine.charts.service import ChartService
+
+ToolResult = list[types.TextContent | types.ImageContent]
+Handler = Callable[["Services", dict[str, Any]], Awaitable[ToolResult]]
+
+
+@dataclass(slots=True)
+class Services:
+    """The services tools adapt to; ``None`` means that part of the daemon is not running."""
+
+    charts: ChartService
+    max_bars: int = 5000
+    engine: Any = None
+    """The live market engine (``--trade``), or None."""

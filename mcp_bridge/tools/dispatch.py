@@ -1,0 +1,22 @@
+"""The tool table: name → handler, in tools/list order."""
+
+from __future__ import annotations
+
+from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools import charting, trading
+from mcp_bridge.tools.context import Handler
+
+
+def build_handlers() -> dict[str, Handler]:
+    """Handlers for all 15 tools (trading tools answer "not running" until the engine exists)."""
+    table: dict[str, Handler] = {
+        "generate_chart": charting.generate_chart,
+        "list_indicators": charting.list_indicators,
+        "get_indicators": charting.get_indicators,
+    }
+    for name in trading.TRADING_TOOLS:
+        table[name] = trading.engine_not_running
+    missing = set(TOOL_NAMES) - set(table)
+    if missing:
+        raise RuntimeError(f"tools without a handler: {sorted(missing)}")
+    return {name: table[name] for name in TOOL_NAMES}

@@ -1,0 +1,33 @@
+"""Fixtures for the MCP bridge: the SDK server over our tools, served over HTTP on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from engine.charts.service import ChartService
+from mcp_bridge.http_app import build_http_app
+from mcp_bridge.server import build_server
+from mcp_bridge.tools import Services
+from daemon.http_server import serving as serve_app
+
+
+@pytest.fixture
+def services(charts: ChartService) -> Services:
+    return Services(charts=charts, max_bars=5000)
+
+
+@pytest.fixture
+async def mcp_url(services: Services) -> AsyncIterator[str]:
+    """Base URL of our Streamable HTTP app (uvicorn in the test's loop)."""
+    server, _ = build_server(services)
+    async with serve_app(build_http_app(server)) as url:
+        yield url
+
+
+@pytest.fixture
+def router(services: Services) -> Any:
+    _, router = build_server(services)
+    return router
