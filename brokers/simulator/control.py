@@ -1,0 +1,117 @@
+"""The control API (design.md §4): move prices and the clock, inject faults, read the state."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from brokers.simulator.faults import HttpErrorFault
+from brokers.simulator.rest import EXCHANGE_KEY, json_response
+
+
+def _bad(message: str) -> web.Response:
+    return json_response({"ok": False, "error": message}, status=400)
+
+
+async def _body(request: web.Request) -> dict[str, Any] | None:
+    try:
+        body = orjson.loads(await request.read() or b"{}")
+    except orjson.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _positive(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
+async def post_price(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE_KEY]
+    body = await _body(request)
+    if body is None:
+        return _bad('expected a JSON object like {"symbol":"BTCUSDT","price":"65000.5"}')
+    symbol = str(body.get("symbol", "")).upper()
+    if symbol not in ex.markets:
+        return _bad(f"unknown symbol {symbol!r}; simulated: {', '.join(sorted(ex.markets))}")
+    price = _positive(body.get("price"))
+    if price is None:
+        return _bad("price must be a positive number (string or number)")
+    qty = _positive(body.get("qty", "0.001")) or 0.001
+    ex.trade(symbol, price, qty)
+    return json_response({"ok": True, "symbol": symbol, "price": f"{price:.8f}", "time": ex.now_ms()})
+
+
+async def post_advance(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE_KEY]
+    body = await _body(request)
+    seconds = None if body is None else body.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 10 * 365 * 86400:
+        return _bad('expected {"seconds": N} with 0 ≤ N ≤ 10 years')
+    return json_response(ex.advance(float(seconds)))
+
+
+async def post_faults(request: web.Request) -> web.Response:
+    ex = request.app[EXCHANGE_KEY]
+    body = await _body(request)
+    if not body:
+        return _bad("expected a JSON object naming a fault")
+    done: dict[str, Any] = {}
+    if body.get("reset"):
+        ex.faults.reset()
+        ex.weights.reset()
+        ex.hub.max_age_s = ex.config.max_connection_age_s
+        done["reset"] = True
+    if "http_error" in body:
+        spec = body["http_error"]
+        try:
+            fault = HttpErrorFault(
+                status=int(spec["status"]),
+                retry_after=int(spec.get("retry_after", 1)),
+                count=int(spec.get("count", 1)),
+                path=spec.get("path"),
+            )
+        except (KeyError, TypeError, ValueError):
+            return _bad('http_error needs {"status":429,"retry_after":2,"count":3}')
+        ex.faults.http_errors.append(fault)
+        done["http_error"] = spec
+    if "stall_streams_s" in body:
+        seconds = _positive(body["stall_streams_s"]) or 0.0
+        ex.faults.stall_until = time.monotonic() + seconds
+        done["stall_streams_s"] = seconds
+    if "clock_skew_ms" in body:
+        ex.faults.clock_skew_ms = int(body["clock_skew_ms"])
+        done["clock_skew_ms"] = ex.faults.clock_skew_ms
+    if "max_connection_age_s" in body:
+        age = _positive(body["max_connection_age_s"])
+        if age is None:
+            return _bad("max_connection_age_s must be a positive number")
+        ex.hub.max_age_s = age
+        for conn in ex.hub.connections:
+            conn.queue.put_nowait(b"")  # wake writers so the new limit applies now
+        done["max_connection_age_s"] = age
+    if body.get("drop_streams"):
+        done["dropped"] = ex.hub.drop_all()
+    if body.get("server_shutdown"):
+        done["shutdown"] = ex.hub.shutdown_all(ex.now_ms())
+    if not done:
+        return _bad(f"unknown fault in {sorted(body)}; see design.md §4")
+    return json_response({"ok": True, **done})
+
+
+async def get_state(request: web.Request) -> web.Response:
+    return json_response(request.app[EXCHANGE_KEY].state())
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/sim/v1/price", post_price)
+    app.router.add_post("/sim/v1/advance", post_advance)
+    app.router.add_post("/sim/v1/faults", post_faults)
+    app.router.add_get("/sim/v1/state", get_state)

@@ -1,0 +1,124 @@
+"""The simulated exchange's state: markets, clock, faults, weights, streams and counters.
+
+Everything the REST handlers, the stream handlers and the control API share lives here;
+the order book and accounts of the trading half attach to the same object.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from brokers.simulator.clock import ClockMode, SimClock
+from brokers.simulator.faults import Faults
+from brokers.simulator.market import INTERVAL_MS, Market, kline_event, open_time_of
+from brokers.simulator.prices import start_price
+from brokers.simulator.streams import StreamConnection, StreamHub
+from brokers.simulator.weights import WeightMeter
+
+DEFAULT_SYMBOLS = ("BTCUSDT", "ETHUSDT", "SOLUSDT", "BNBUSDT")
+DEFAULT_API_KEY = "sim-api-key"
+DEFAULT_API_SECRET = "sim-api-secret"
+
+
+@dataclass
+class SimConfig:
+    seed: int = 42
+    symbols: tuple[str, ...] = DEFAULT_SYMBOLS
+    clock: ClockMode = "manual"
+    speed: float = 1.0
+    start_ms: int | None = None
+    weight_limit: int = 6000
+    ping_interval_s: float = 20.0
+    max_connection_age_s: float = 86_400.0
+    api_key: str = DEFAULT_API_KEY
+    api_secret: str = DEFAULT_API_SECRET
+    balances: dict[str, Decimal] = field(default_factory=lambda: {"USDT": Decimal("10000"), "BTC": Decimal("0")})
+
+
+class SimExchange:
+    """One exchange instance (one account, many symbols)."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.clock = SimClock(config.clock, start_ms=config.start_ms, speed=config.speed)
+        self.faults = Faults()
+        self.weights = WeightMeter(config.weight_limit)
+        self.hub = StreamHub(self.faults, ping_interval_s=config.ping_interval_s, max_age_s=config.max_connection_age_s)
+        self.requests: Counter[str] = Counter()
+        origin = self.clock.now_ms()
+        self.markets: dict[str, Market] = {s.upper(): Market(s.upper(), config.seed, origin) for s in config.symbols}
+
+    # --- time ------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def server_time(self) -> int:
+        return self.now_ms() + self.faults.clock_skew_ms
+
+    def start_prices(self) -> list[tuple[str, float]]:
+        return [(s, start_price(s)) for s in self.markets]
+
+    # --- streams -----------------------------------------------------------------------
+    def subscribe(self, conn: StreamConnection, name: str) -> None:
+        """Add a stream to a connection, remembering the kline it is at now."""
+        from brokers.simulator.streams import parse_stream
+
+        key = parse_stream(name)
+        open_t = open_time_of(key[1], self.now_ms()) if key and key[1] in INTERVAL_MS else 0
+        conn.streams[name] = open_t
+
+    def push_updates(self, symbol: str | None = None) -> int:
+        """Bring every subscribed kline stream up to now: closed klines (x=true) in order, then the open one.
+
+        ``symbol`` limits the push to one market (a trade); returns the number of frames queued.
+        """
+        now = self.now_ms()
+        frames = 0
+        for (sym, interval), subs in self.hub.subscribers().items():
+            if symbol is not None and sym != symbol:
+                continue
+            market = self.markets.get(sym)
+            if market is None or interval not in INTERVAL_MS:
+                continue
+            step = INTERVAL_MS[interval]
+            current = open_time_of(interval, now)
+            oldest = min(conn.streams[name] for conn, name in subs)
+            times = list(range(oldest, current + step, step)) if oldest else [current]
+            klines = {k.open_time: k for k in market.klines(interval, times, now)}
+            for conn, name in subs:
+                last = conn.streams[name] or current
+                for t in range(last, current, step):
+                    conn.push(name, kline_event(sym, interval, klines[t], now))
+                    frames += 1
+                conn.push(name, kline_event(sym, interval, klines[current], now))
+                conn.streams[name] = current
+                frames += 1
+        return frames
+
+    def trade(self, symbol: str, price: float, qty: float) -> None:
+        """A trade at ``price`` now: re-anchors the path and pushes that market's streams."""
+        self.markets[symbol].trade(self.now_ms(), price, qty)
+        self.push_updates(symbol)
+
+    def advance(self, seconds: float) -> dict[str, Any]:
+        before = self.now_ms()
+        after = self.clock.advance(seconds)
+        closed = 0
+        for interval, step in INTERVAL_MS.items():
+            closed += max(0, (open_time_of(interval, after) - open_time_of(interval, before)) // step)
+        frames = self.push_updates()
+        return {"ok": True, "time": after, "closed_per_market": closed, "frames": frames}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "orders": [],
+            "balances": {a: {"free": str(v), "locked": "0"} for a, v in self.config.balances.items()},
+            "requests": dict(self.requests),
+            "weight_used_1m": self.weights.used(),
+            "streams": self.hub.state(),
+            "clock_ms": self.now_ms(),
+            "symbols": sorted(self.markets),
+        }

@@ -1,0 +1,43 @@
+"""Injected faults: what the control API can make the exchange do wrong."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HttpErrorFault:
+    """The next ``count`` matching REST requests answer ``status`` with Retry-After."""
+
+    status: int
+    retry_after: int
+    count: int
+    path: str | None = None
+
+    def matches(self, path: str) -> bool:
+        return self.count > 0 and (self.path is None or self.path == path)
+
+
+@dataclass
+class Faults:
+    http_errors: list[HttpErrorFault] = field(default_factory=list)
+    stall_until: float = 0.0
+    clock_skew_ms: int = 0
+
+    def take_http_error(self, path: str) -> HttpErrorFault | None:
+        for fault in self.http_errors:
+            if fault.matches(path):
+                fault.count -= 1
+                if fault.count <= 0:
+                    self.http_errors.remove(fault)
+                return fault
+        return None
+
+    def stalled(self) -> bool:
+        return time.monotonic() < self.stall_until
+
+    def reset(self) -> None:
+        self.http_errors.clear()
+        self.stall_until = 0.0
+        self.clock_skew_ms = 0

@@ -1,0 +1,34 @@
+"""Fixtures: a manual-clock simulator and an HTTP session to talk to it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from brokers.simulator.app import RunningSimulator, start_simulator
+
+
+@pytest.fixture
+async def simx() -> AsyncIterator[RunningSimulator]:
+    async with await start_simulator(clock="manual", ping_interval_s=20) as sim:
+        yield sim
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def get_json(http: aiohttp.ClientSession, url: str, **params: Any) -> tuple[int, Any, Any]:
+    async with http.get(url, params=params) as r:
+        return r.status, r.headers, await r.json()
+
+
+async def post_json(http: aiohttp.ClientSession, url: str, body: Any) -> Any:
+    async with http.post(url, json=body) as r:
+        assert r.status == 200, await r.text()
+        return await r.json()
