@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import orjson
@@ -84,7 +83,7 @@ async def post_faults(request: web.Request) -> web.Response:
         done["http_error"] = spec
     if "stall_streams_s" in body:
         seconds = _positive(body["stall_streams_s"]) or 0.0
-        ex.faults.stall_until = time.monotonic() + seconds
+        ex.faults.stall(seconds)
         done["stall_streams_s"] = seconds
     if "clock_skew_ms" in body:
         ex.faults.clock_skew_ms = int(body["clock_skew_ms"])

@@ -23,6 +23,7 @@ class HttpErrorFault:
 class Faults:
     http_errors: list[HttpErrorFault] = field(default_factory=list)
     stall_until: float = 0.0
+    stall_started: float = 0.0
     clock_skew_ms: int = 0
 
     def take_http_error(self, path: str) -> HttpErrorFault | None:
@@ -34,10 +35,17 @@ class Faults:
                 return fault
         return None
 
-    def stalled(self) -> bool:
-        return time.monotonic() < self.stall_until
+    def stall(self, seconds: float) -> None:
+        """Freeze the connections open now for ``seconds``; new connections are healthy."""
+        self.stall_started = time.monotonic()
+        self.stall_until = self.stall_started + seconds
+
+    def stalled(self, opened: float) -> bool:
+        """Whether a connection opened at ``opened`` (monotonic) is frozen now."""
+        return opened <= self.stall_started and time.monotonic() < self.stall_until
 
     def reset(self) -> None:
         self.http_errors.clear()
         self.stall_until = 0.0
+        self.stall_started = 0.0
         self.clock_skew_ms = 0

@@ -85,7 +85,7 @@ class StreamHub:
             if now >= conn.opened + self.max_age_s:
                 await conn.ws.close(code=1000, message=b"connection age limit")
                 return
-            if self.faults.stalled():
+            if self.faults.stalled(conn.opened):
                 continue  # a stalled path delivers nothing
             if item:
                 await conn.ws.send_str(item.decode())

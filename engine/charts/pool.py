@@ -41,7 +41,9 @@ class ProcessPoolRenderer:
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            await asyncio.get_running_loop().run_in_executor(None, lambda: pool.shutdown(wait=True, cancel_futures=True))
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: pool.shutdown(wait=True, cancel_futures=True)
+            )
 
     async def render(
         self,
@@ -57,9 +59,7 @@ class ProcessPoolRenderer:
             await self.start()
         assert self._pool is not None
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._pool, _render_job, bars, panels, symbol, interval, width, height
-        )
+        return await loop.run_in_executor(self._pool, _render_job, bars, panels, symbol, interval, width, height)
 
 
 def _render_job(

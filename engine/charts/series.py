@@ -18,9 +18,7 @@ def bars_block(bars: Bars) -> list[dict[str, Any]]:
     """``[{t,o,h,l,c,v}]`` with t the open time in unix seconds (null for sample data)."""
     times = [None] * len(bars) if bars.times is None else bars.times.tolist()
     o, h, l, c, v = (values(a) for a in (bars.open, bars.high, bars.low, bars.close, bars.volume))
-    return [
-        {"t": times[i], "o": o[i], "h": h[i], "l": l[i], "c": c[i], "v": v[i]} for i in range(len(bars))
-    ]
+    return [{"t": times[i], "o": o[i], "h": h[i], "l": l[i], "c": c[i], "v": v[i]} for i in range(len(bars))]
 
 
 def indicator_series(result: PanelResult, bars: Bars) -> dict[str, Any]:

@@ -21,9 +21,7 @@ class UnknownIndicator(IndicatorError):
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
-        super().__init__(
-            f"Unknown indicator(s): {', '.join(names)}. Call list_indicators to see available indicators."
-        )
+        super().__init__(f"Unknown indicator(s): {', '.join(names)}. Call list_indicators to see available indicators.")
 
 
 @cache
@@ -81,7 +79,8 @@ def parse_requests(items: list[Any]) -> list[IndicatorRequest]:
             name = item.get("name")
             if not isinstance(name, str) or not name:
                 raise IndicatorError(
-                    f"indicators[{pos}]: an indicator object needs a string 'name', e.g. {{\"name\": \"rsi\", \"length\": 21}}"
+                    f"indicators[{pos}]: an indicator object needs a string 'name', "
+                    'e.g. {"name": "rsi", "length": 21}'
                 )
             raw = item
         else:

@@ -1,0 +1,444 @@
+"""Our own Binance market-stream manager on aiohttp websockets.
+
+Streams are spread over combined-stream connections (at most ``max_streams_per_connection``
+each, 1024 on Binance).  Each connection is one supervised task that connects, subscribes
+(a few streams in the URL, the rest by paced ``SUBSCRIBE`` messages, since Binance takes
+at most 5 incoming messages per second), reads, and reconnects:
+
+* immediately after a ``serverShutdown`` event or a proactive rotation before the
+  exchange's connection-age cut;
+* with exponential backoff and jitter after an error, a close, or a stall (no data
+  message within ``stall_timeout_s``; ping frames do not count as data).
+
+The sink hears which streams are live (connected and acknowledged) and which went down, so
+it can backfill over REST after every (re)connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+import structlog
+
+from engine.feed.messages import KlineUpdate, parse_kline
+
+log = structlog.get_logger(__name__)
+
+
+class StreamSink(Protocol):
+    """Receives decoded stream data and connection state (called on the event loop, must not block)."""
+
+    def on_kline(self, update: KlineUpdate) -> None: ...
+
+    def on_streams_live(self, streams: Collection[str]) -> None: ...
+
+    def on_streams_down(self, streams: Collection[str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """Tuning of the stream manager; defaults fit Binance spot."""
+
+    max_streams_per_connection: int = 1024
+    max_url_streams: int = 64
+    """Streams named in the connect URL (keeps the request line short); the rest are SUBSCRIBEd."""
+    subscribe_batch: int = 100
+    control_interval_s: float = 0.25
+    """Pause between control messages (Binance allows 5 incoming messages per second)."""
+    stall_timeout_s: float | None = 9.0
+    """No data message for this long → reconnect (2 × the 2 s kline cadence + 5 s margin)."""
+    rotate_after_s: float | None = 23.5 * 3600
+    """Reconnect proactively at this connection age (Binance cuts connections at 24 h)."""
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    connect_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_streams_per_connection <= 1024:
+            raise ValueError("max_streams_per_connection must be between 1 and 1024")
+        if self.max_url_streams < 1 or self.subscribe_batch < 1:
+            raise ValueError("max_url_streams and subscribe_batch must be at least 1")
+
+
+@dataclass(slots=True)
+class ConnectionStats:
+    connects: int = 0
+    connect_failures: int = 0
+    messages: int = 0
+    stalls: int = 0
+    shutdowns: int = 0
+    rotations: int = 0
+    closes: int = 0
+    bad_messages: int = 0
+
+
+class StreamConnection:
+    """One combined-stream websocket carrying a set of streams, reconnecting forever."""
+
+    def __init__(
+        self,
+        conn_id: int,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        sink: StreamSink,
+        settings: StreamSettings,
+        rng: random.Random,
+    ) -> None:
+        self.conn_id = conn_id
+        self._session = session
+        self._base_url = base_url.rstrip("/")
+        self._sink = sink
+        self._settings = settings
+        self._rng = rng
+        self.streams: set[str] = set()
+        self.live: set[str] = set()
+        self.connected = False
+        self.stats = ConnectionStats()
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._to_subscribe: list[str] = []
+        self._to_unsubscribe: list[str] = []
+        self._pending_acks: dict[int, tuple[str, list[str]]] = {}
+        self._next_id = 1
+        self._control = asyncio.Event()
+        self._restart_reason: str | None = None
+        self._wake = asyncio.Event()
+        self._closer: asyncio.Future[bool] | None = None
+
+    # --- stream set ----------------------------------------------------------------
+    def add(self, streams: Iterable[str]) -> None:
+        new = [s for s in streams if s not in self.streams]
+        was_empty = not self.streams
+        self.streams.update(new)
+        if was_empty and new:
+            self._wake.set()
+        if self.connected and new:
+            self._to_subscribe.extend(new)
+            self._control.set()
+
+    def remove(self, streams: Iterable[str]) -> None:
+        gone = [s for s in streams if s in self.streams]
+        for s in gone:
+            self.streams.discard(s)
+            self.live.discard(s)
+        self._to_subscribe = [s for s in self._to_subscribe if s in self.streams]
+        if self.connected and gone:
+            self._to_unsubscribe.extend(gone)
+            self._control.set()
+
+    def request_restart(self, reason: str = "requested") -> None:
+        """Reconnect now without backoff (used for rotation and by tests)."""
+        self._restart_reason = reason
+        self._wake.set()
+        self._control.set()
+        ws = self._ws
+        if ws is not None and self._closer is None:
+            self._closer = asyncio.ensure_future(ws.close())
+
+    # --- lifecycle -----------------------------------------------------------------
+    async def run(self) -> None:
+        """Connect, serve and reconnect until cancelled."""
+        attempt = 0
+        while True:
+            if not self.streams:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            reason = "closed"
+            healthy = False
+            try:
+                reason, healthy = await self._session_once()
+            except asyncio.CancelledError:
+                raise
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self.stats.connect_failures += 1
+                log.warning("stream_connect_failed", conn=self.conn_id, error=str(exc) or type(exc).__name__)
+                reason = "error"
+            except Exception:
+                self.stats.connect_failures += 1
+                log.exception("stream_session_crashed", conn=self.conn_id)
+                reason = "error"
+            finally:
+                self._went_down()
+            if reason in ("shutdown", "rotate", "requested"):
+                attempt = 0
+                continue
+            if healthy:
+                attempt = 0
+            delay = min(self._settings.backoff_max_s, self._settings.backoff_initial_s * (2**attempt))
+            delay *= self._rng.uniform(0.5, 1.0)
+            attempt = min(attempt + 1, 30)
+            log.info("stream_reconnect_wait", conn=self.conn_id, reason=reason, delay_s=round(delay, 3))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    def _went_down(self) -> None:
+        was_live = list(self.live)
+        self.connected = False
+        self.live.clear()
+        self._ws = None
+        self._closer = None
+        self._pending_acks.clear()
+        self._to_subscribe.clear()
+        self._to_unsubscribe.clear()
+        if was_live:
+            self._sink.on_streams_down(was_live)
+
+    def _url(self, streams: list[str]) -> str:
+        return f"{self._base_url}/stream?streams={'/'.join(streams)}"
+
+    async def _session_once(self) -> tuple[str, bool]:
+        """One websocket session; returns (why it ended, whether it delivered data)."""
+        in_url = sorted(self.streams)[: self._settings.max_url_streams]
+        async with asyncio.timeout(self._settings.connect_timeout_s):
+            ws = await self._session.ws_connect(
+                self._url(in_url),
+                autoping=True,
+                heartbeat=None,
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),
+                max_msg_size=0,
+                decode_text=False,
+            )
+        loop = asyncio.get_running_loop()
+        self._restart_reason = None
+        self._ws = ws
+        self.connected = True
+        self.stats.connects += 1
+        connected_at = loop.time()
+        messages_before = self.stats.messages
+        log.info("stream_connected", conn=self.conn_id, streams=len(self.streams))
+        self.live.update(in_url)
+        in_url_set = set(in_url)
+        self._to_subscribe = sorted(s for s in self.streams if s not in in_url_set)
+        self._sink.on_streams_live(in_url)
+        writer = asyncio.create_task(self._write_controls(ws), name=f"stream-{self.conn_id}-control")
+        if self._to_subscribe:
+            self._control.set()
+        try:
+            reason = await self._read(ws, connected_at)
+            return reason, self.stats.messages > messages_before
+        finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+            with contextlib.suppress(Exception):
+                await ws.close()
+
+    async def _write_controls(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Send queued SUBSCRIBE/UNSUBSCRIBE messages, paced for the exchange's message limit."""
+        while True:
+            await self._control.wait()
+            self._control.clear()
+            if self._restart_reason is not None:
+                return
+            batch = self._settings.subscribe_batch
+            while self._to_unsubscribe or self._to_subscribe:
+                if self._to_unsubscribe:
+                    method, names = "UNSUBSCRIBE", self._to_unsubscribe[:batch]
+                    del self._to_unsubscribe[:batch]
+                else:
+                    method, names = "SUBSCRIBE", self._to_subscribe[:batch]
+                    del self._to_subscribe[:batch]
+                msg_id = self._next_id
+                self._next_id += 1
+                self._pending_acks[msg_id] = (method, names)
+                await ws.send_str(orjson.dumps({"method": method, "params": names, "id": msg_id}).decode())
+                await asyncio.sleep(self._settings.control_interval_s)
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
+        loop = asyncio.get_running_loop()
+        stall = self._settings.stall_timeout_s
+        rotate = self._settings.rotate_after_s
+        rotate_at = float("inf") if rotate is None else connected_at + rotate
+        last_data = loop.time()
+        sink = self._sink
+        stats = self.stats
+        text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
+        while True:
+            deadline = rotate_at if stall is None else min(rotate_at, last_data + stall)
+            timeout = None if deadline == float("inf") else max(0.001, deadline - loop.time())
+            try:
+                msg = await ws.receive(timeout=timeout)
+            except TimeoutError:
+                now = loop.time()
+                if now >= rotate_at:
+                    stats.rotations += 1
+                    log.info("stream_rotate", conn=self.conn_id, age_s=round(now - connected_at, 1))
+                    return "rotate"
+                if stall is not None and now >= last_data + stall:
+                    stats.stalls += 1
+                    log.warning("stream_stalled", conn=self.conn_id, silent_s=round(now - last_data, 1))
+                    return "stall"
+                continue
+            mtype = msg.type
+            if mtype is text or mtype is binary:
+                last_data = loop.time()
+                stats.messages += 1
+                if self._dispatch(msg.data, sink):
+                    stats.shutdowns += 1
+                    log.info("stream_server_shutdown", conn=self.conn_id)
+                    return "shutdown"
+                continue
+            if self._restart_reason is not None:
+                if self._restart_reason == "rotate":
+                    stats.rotations += 1
+                return self._restart_reason
+            stats.closes += 1
+            if mtype is aiohttp.WSMsgType.ERROR:
+                log.warning("stream_error", conn=self.conn_id, error=str(ws.exception()))
+            else:
+                log.info("stream_closed", conn=self.conn_id, code=ws.close_code)
+            return "closed"
+
+    def _dispatch(self, raw: str | bytes, sink: StreamSink) -> bool:
+        """Handle one data frame; True when it announced a server shutdown."""
+        try:
+            data: Any = orjson.loads(raw)
+            payload = data.get("data", data)
+            kind = payload.get("e") if isinstance(payload, dict) else None
+            if kind == "kline":
+                sink.on_kline(parse_kline(payload))
+                return False
+            if kind == "serverShutdown":
+                return True
+            if "id" in data and ("result" in data or "code" in data):
+                self._on_ack(data)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.stats.bad_messages += 1
+            log.warning("stream_bad_message", conn=self.conn_id, error=str(exc))
+        return False
+
+    def _on_ack(self, data: dict[str, Any]) -> None:
+        pending = self._pending_acks.pop(data.get("id"), None)  # type: ignore[arg-type]
+        if pending is None:
+            return
+        method, names = pending
+        if "code" in data:
+            log.error("stream_control_rejected", conn=self.conn_id, method=method, error=data.get("msg"))
+            return
+        if method == "SUBSCRIBE":
+            now_live = [s for s in names if s in self.streams]
+            self.live.update(now_live)
+            if now_live:
+                self._sink.on_streams_live(now_live)
+
+
+class StreamManager:
+    """Owns the stream connections; add and remove streams at any time."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        sink: StreamSink,
+        settings: StreamSettings | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._session = session
+        self._base_url = base_url
+        self._sink = sink
+        self.settings = settings or StreamSettings()
+        self._rng = rng or random.Random()
+        self.connections: list[StreamConnection] = []
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self._next_conn = 1
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[StreamManager]:
+        """Run every connection until the block exits."""
+        if self._tg is not None:
+            raise RuntimeError("StreamManager is already running")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                for conn in self.connections:
+                    self._start(conn)
+                try:
+                    yield self
+                finally:
+                    for task in list(self._tasks.values()):
+                        task.cancel()
+        finally:
+            self._tg = None
+            self._tasks.clear()
+
+    def _start(self, conn: StreamConnection) -> None:
+        if self._tg is None or conn.conn_id in self._tasks:
+            return
+        task = self._tg.create_task(conn.run(), name=f"stream-conn-{conn.conn_id}")
+        self._tasks[conn.conn_id] = task
+        task.add_done_callback(lambda _t, cid=conn.conn_id: self._tasks.pop(cid, None))
+
+    def owner(self, stream: str) -> StreamConnection | None:
+        for conn in self.connections:
+            if stream in conn.streams:
+                return conn
+        return None
+
+    def add(self, streams: Iterable[str]) -> None:
+        """Follow ``streams`` (already followed ones are ignored)."""
+        cap = self.settings.max_streams_per_connection
+        todo = [s for s in dict.fromkeys(streams) if self.owner(s) is None]
+        for conn in self.connections:
+            if not todo:
+                break
+            room = cap - len(conn.streams)
+            if room > 0:
+                conn.add(todo[:room])
+                del todo[:room]
+        while todo:
+            conn = StreamConnection(
+                self._next_conn, self._session, self._base_url, self._sink, self.settings, self._rng
+            )
+            self._next_conn += 1
+            conn.add(todo[:cap])
+            del todo[:cap]
+            self.connections.append(conn)
+            self._start(conn)
+
+    def remove(self, streams: Iterable[str]) -> None:
+        """Stop following ``streams``; an emptied connection is closed."""
+        for s in streams:
+            conn = self.owner(s)
+            if conn is None:
+                continue
+            conn.remove([s])
+            if not conn.streams:
+                self.connections.remove(conn)
+                task = self._tasks.pop(conn.conn_id, None)
+                if task is not None:
+                    task.cancel()
+
+    def is_live(self, stream: str) -> bool:
+        conn = self.owner(stream)
+        return conn is not None and stream in conn.live
+
+    def restart_all(self, reason: str = "requested") -> None:
+        """Reconnect every connection now (no backoff)."""
+        for conn in self.connections:
+            conn.request_restart(reason)
+
+    def status(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": c.conn_id,
+                "connected": c.connected,
+                "streams": len(c.streams),
+                "live": len(c.live),
+                "connects": c.stats.connects,
+                "stalls": c.stats.stalls,
+                "shutdowns": c.stats.shutdowns,
+                "rotations": c.stats.rotations,
+                "messages": c.stats.messages,
+            }
+            for c in self.connections
+        ]

@@ -1,0 +1,210 @@
+"""Indicator state per window: which indicators the engine keeps, and the results cache.
+
+Every followed window keeps the engine's configured indicators (``-p``) plus any instance
+(name + params) registered at runtime.  When a bar closes the window is marked dirty; one
+worker task recomputes dirty windows off the ingest path, yielding to the event loop
+between indicators so ticks of other symbols keep flowing, and publishes
+:class:`~engine.events.IndicatorsUpdated` with the signals confirmed on the newest bar.
+Results are cached per (indicator, params, bar count) for the window's newest closed bar;
+anything else is computed on demand and cached until the next bar closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from engine.bars import Bars
+from engine.events import EventBus, IndicatorsUpdated
+from engine.indicators.base import ComputeContext
+from engine.indicators.model import PanelResult
+from engine.indicators.registry import IndicatorRequest
+from engine.indicators.runner import compute_requests, compute_sync
+from engine.signals import on_newest_bar
+
+log = structlog.get_logger(__name__)
+
+Key = tuple[str, str]
+RequestId = tuple[str, Hashable]
+ComputeFn = Callable[[IndicatorRequest, Bars, ComputeContext], PanelResult]
+
+
+def _freeze(value: Any) -> Hashable:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value  # type: ignore[no-any-return]
+
+
+def request_id(req: IndicatorRequest) -> RequestId:
+    """Identity of an indicator instance: canonical name plus validated params (not the alias)."""
+    return req.definition.name, _freeze(req.params)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResult:
+    """An indicator result over the newest ``n`` closed bars ending at ``last_time``.
+
+    The bars themselves are not kept (the window can reproduce them while ``last_time``
+    is its newest bar), which keeps memory per window small.
+    """
+
+    result: PanelResult
+    n: int
+    last_time: int | None
+
+
+class WindowIndicators:
+    """Registered indicator instances and cached results of one window."""
+
+    __slots__ = ("_last_time", "_results", "requests")
+
+    def __init__(self, defaults: Sequence[IndicatorRequest] = ()) -> None:
+        self.requests: dict[RequestId, IndicatorRequest] = {}
+        self._results: dict[tuple[RequestId, int], CachedResult] = {}
+        self._last_time: int | None = None
+        for req in defaults:
+            self.register(req)
+
+    def register(self, req: IndicatorRequest) -> RequestId:
+        rid = request_id(req)
+        self.requests.setdefault(rid, req)
+        return rid
+
+    def unregister(self, rid: RequestId) -> None:
+        self.requests.pop(rid, None)
+
+    def lookup(self, req: IndicatorRequest, n: int, last_time: int | None) -> CachedResult | None:
+        if last_time != self._last_time:
+            return None
+        return self._results.get((request_id(req), n))
+
+    def store(self, req: IndicatorRequest, cached: CachedResult) -> None:
+        if cached.last_time != self._last_time:
+            self._results.clear()  # results of older bars are worthless
+            self._last_time = cached.last_time
+        self._results[(request_id(req), cached.n)] = cached
+
+    def full_results(self) -> dict[RequestId, CachedResult]:
+        """The newest result of every registered instance (computed over the whole window)."""
+        best: dict[RequestId, CachedResult] = {}
+        for (rid, n), c in self._results.items():
+            if rid in self.requests and (rid not in best or n > best[rid].n):
+                best[rid] = c
+        return best
+
+
+class IndicatorEngine:
+    """Recomputes indicators of windows whose bars closed, in one background worker."""
+
+    def __init__(
+        self,
+        bars_of: Callable[[Key], Bars | None],
+        bus: EventBus,
+        *,
+        defaults: Sequence[IndicatorRequest] = (),
+        compute: ComputeFn | None = None,
+        external_sources: Any = None,
+    ) -> None:
+        self._bars_of = bars_of
+        self._bus = bus
+        self.defaults = list(defaults)
+        self._compute_fn: ComputeFn = compute or compute_sync
+        self._sources = external_sources
+        self.windows: dict[Key, WindowIndicators] = {}
+        self._dirty: dict[Key, None] = {}
+        self._wake = asyncio.Event()
+        self.updates = 0
+        self.errors = 0
+
+    def add_window(self, key: Key) -> WindowIndicators:
+        wi = self.windows.get(key)
+        if wi is None:
+            wi = self.windows[key] = WindowIndicators(self.defaults)
+        return wi
+
+    def remove_window(self, key: Key) -> None:
+        self.windows.pop(key, None)
+        self._dirty.pop(key, None)
+
+    def register(self, key: Key, req: IndicatorRequest) -> RequestId:
+        """Keep ``req`` up to date for window ``key`` from now on (computed at the next close)."""
+        rid = self.add_window(key).register(req)
+        self.mark_dirty(key)
+        return rid
+
+    def mark_dirty(self, key: Key) -> None:
+        """A bar closed in ``key`` (cheap; the worker does the work)."""
+        if key in self.windows:
+            self._dirty[key] = None
+            self._wake.set()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._dirty)
+
+    async def compute_one(self, key: Key, req: IndicatorRequest, bars: Bars) -> PanelResult:
+        """One indicator over ``bars`` (external ones fetch their data first)."""
+        if req.definition.fetch is not None:
+            pairs = await compute_requests([req], bars, symbol=key[0], interval=key[1], sources=self._sources)
+            return pairs[0][1]
+        return self._compute_fn(req, bars, ComputeContext(symbol=key[0], interval=key[1]))
+
+    async def run(self) -> None:
+        """Serve dirty windows until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._dirty:
+                key = next(iter(self._dirty))
+                del self._dirty[key]
+                await self._update(key)
+                await asyncio.sleep(0)
+
+    async def _update(self, key: Key) -> None:
+        wi = self.windows.get(key)
+        bars = self._bars_of(key)
+        if wi is None or bars is None or len(bars) == 0:
+            return
+        last = bars.time_of(len(bars) - 1)
+        names: list[str] = []
+        signals: list[tuple[str, str]] = []
+        for req in list(wi.requests.values()):
+            try:
+                result = await self.compute_one(key, req, bars)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken indicator must not stop the others
+                self.errors += 1
+                log.error("engine_indicator_failed", symbol=key[0], interval=key[1], indicator=req.key, error=str(exc))
+                continue
+            if self.windows.get(key) is not wi:
+                return
+            wi.store(req, CachedResult(result, len(bars), last))
+            names.append(req.key)
+            signals.extend((req.key, s.label) for s in on_newest_bar(result, bars))
+            await asyncio.sleep(0)
+        self.updates += 1
+        if last is not None:
+            self._bus.publish(IndicatorsUpdated(key[0], key[1], last, tuple(names), tuple(signals)))
+
+    async def results_for(
+        self, key: Key, requests: Sequence[IndicatorRequest], bars: Bars
+    ) -> list[tuple[IndicatorRequest, PanelResult]]:
+        """Results over ``bars`` from the cache, computing (and caching) what is missing."""
+        wi = self.windows.get(key)
+        last = bars.time_of(len(bars) - 1) if len(bars) else None
+        out: list[tuple[IndicatorRequest, PanelResult]] = []
+        for req in requests:
+            cached = None if wi is None else wi.lookup(req, len(bars), last)
+            if cached is None:
+                cached = CachedResult(await self.compute_one(key, req, bars), len(bars), last)
+                if wi is not None and self.windows.get(key) is wi:
+                    wi.store(req, cached)
+            out.append((req, cached.result))
+        return out

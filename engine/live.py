@@ -1,0 +1,266 @@
+"""The live market engine: followed windows, the stream feed, indicator state and the event bus.
+
+:class:`LiveEngine` is the one object other packages use.  It runs inside
+:meth:`LiveEngine.running` (an async context manager owning a TaskGroup with the stream
+connections, the backfill workers and the indicator worker).  Markets can be followed
+and unfollowed at any time; following is reference-counted so an alert's temporary
+interest never removes a market the configuration asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import structlog
+
+from engine.bars import Bars
+from engine.charts.summary import indicator_summary
+from engine.events import EventBus, Subscription
+from engine.feed.binance_streams import StreamManager, StreamSettings
+from engine.feed.sync import Key, WindowState, WindowSync, window_key
+from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
+from engine.indicators.registry import IndicatorRequest
+from engine.market_data.binance_rest import BinanceRest
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Tuning of the live engine (the daemon builds it from settings)."""
+
+    window_bars: int = 1000
+    streams: StreamSettings = field(default_factory=StreamSettings)
+    backfill_concurrency: int = 8
+    rest_max_wait_s: float = 120.0
+    retry_initial_s: float = 1.0
+    summary_signals: int = 20
+    bus_queue_size: int = 10_000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window_bars <= 100_000:
+            raise ValueError("window_bars must be between 1 and 100000 (e.g. 1000)")
+
+
+class LiveEngine:
+    """Rolling windows of many (symbol, interval) markets, kept live from the exchange."""
+
+    def __init__(
+        self,
+        *,
+        session: aiohttp.ClientSession,
+        rest: BinanceRest,
+        stream_url: str,
+        indicators: Sequence[IndicatorRequest] = (),
+        config: EngineConfig | None = None,
+        compute: ComputeFn | None = None,
+        external_sources: Any = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.bus = EventBus(self.config.bus_queue_size)
+        self.indicators = IndicatorEngine(
+            self._closed_bars, self.bus, defaults=indicators, compute=compute, external_sources=external_sources
+        )
+        self.sync = WindowSync(
+            rest,
+            self.bus,
+            capacity=self.config.window_bars,
+            on_closed=self.indicators.mark_dirty,
+            rest_max_wait_s=self.config.rest_max_wait_s,
+            backfill_concurrency=self.config.backfill_concurrency,
+            retry_initial_s=self.config.retry_initial_s,
+        )
+        self.streams = StreamManager(session, stream_url, self.sync, self.config.streams, rng=rng)
+        self._refs: dict[Key, int] = {}
+        self._running = False
+
+    # --- lifecycle -------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[LiveEngine]:
+        """Connect, warm up and keep every followed window live until the block exits."""
+        if self._running:
+            raise RuntimeError("LiveEngine is already running")
+        self._running = True
+        log.info("engine_start", windows=len(self._refs), window_bars=self.config.window_bars)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                backfill = tg.create_task(self.sync.scheduler.run(), name="engine-backfill")
+                worker = tg.create_task(self.indicators.run(), name="engine-indicators")
+                try:
+                    async with self.streams.running():
+                        yield self
+                finally:
+                    backfill.cancel()
+                    worker.cancel()
+        finally:
+            self._running = False
+            self.bus.close()
+            log.info("engine_stopped")
+
+    # --- markets ---------------------------------------------------------------------
+    def follow(self, symbol: str, interval: str) -> Key:
+        """Follow a market (idempotent, reference-counted); warm-up starts once its stream is live."""
+        key = window_key(symbol, interval)
+        n = self._refs.get(key, 0)
+        self._refs[key] = n + 1
+        if n == 0:
+            st = self.sync.add(*key)
+            self.indicators.add_window(key)
+            self.streams.add([st.stream])
+            log.info("engine_follow", symbol=key[0], interval=key[1])
+        return key
+
+    def unfollow(self, symbol: str, interval: str) -> None:
+        """Drop one reference; the market is removed when none is left."""
+        key = window_key(symbol, interval)
+        n = self._refs.get(key, 0)
+        if n <= 1:
+            self._refs.pop(key, None)
+            st = self.sync.remove(key)
+            self.indicators.remove_window(key)
+            if st is not None:
+                self.streams.remove([st.stream])
+                log.info("engine_unfollow", symbol=key[0], interval=key[1])
+        else:
+            self._refs[key] = n - 1
+
+    def follows(self, symbol: str, interval: str) -> bool:
+        try:
+            return window_key(symbol, interval) in self._refs
+        except Exception:  # noqa: BLE001 - an unknown interval is simply not followed
+            return False
+
+    @property
+    def markets(self) -> list[Key]:
+        return list(self._refs)
+
+    def register_indicator(self, symbol: str, interval: str, request: IndicatorRequest) -> RequestId:
+        """Keep ``request`` (name + params) updated on every close of a followed market."""
+        key = window_key(symbol, interval)
+        if key not in self._refs:
+            raise KeyError(f"{key[0]} {key[1]} is not followed; call follow() first")
+        return self.indicators.register(key, request)
+
+    # --- reads -----------------------------------------------------------------------
+    def _state(self, symbol: str, interval: str) -> WindowState | None:
+        try:
+            return self.sync.windows.get(window_key(symbol, interval))
+        except Exception:  # noqa: BLE001 - an interval Binance does not have is never followed
+            return None
+
+    def _closed_bars(self, key: Key) -> Bars | None:
+        st = self.sync.windows.get(key)
+        return None if st is None else st.window.bars()
+
+    def window_bars(
+        self, symbol: str, interval: str, n: int | None = None, *, include_open: bool = False
+    ) -> Bars | None:
+        """The newest ``n`` closed bars (plus the forming one if asked), or None if not followed."""
+        st = self._state(symbol, interval)
+        return None if st is None else st.window.bars(n, include_open=include_open)
+
+    def last_price(self, symbol: str) -> float | None:
+        """The latest price seen on any followed stream of ``symbol``."""
+        p = self.sync.last_prices.get(symbol.upper())
+        return None if p is None else p[0]
+
+    def is_stale(self, symbol: str, interval: str) -> bool:
+        st = self._state(symbol, interval)
+        return st is None or st.stale
+
+    async def indicator_payload(
+        self,
+        symbol: str,
+        interval: str,
+        requests: Sequence[IndicatorRequest],
+        *,
+        bars: int | None = None,
+        all_signals: bool = False,
+    ) -> dict[str, Any] | None:
+        """The get_indicators payload from the engine, or None if the market is not followed or empty.
+
+        Cached results are used where the engine keeps them; anything else is computed now
+        over the window (no REST call).
+        """
+        st = self._state(symbol, interval)
+        if st is None or len(st.window) == 0:
+            return None
+        data = st.window.bars(bars)
+        results = await self.indicators.results_for(st.key, requests, data)
+        return {
+            "symbol": symbol,
+            "interval": interval,
+            "bars": len(data),
+            "source": "engine_cache",
+            "last_bar_time": data.time_of(len(data) - 1),
+            "stale": st.stale,
+            "indicators": {
+                req.key: indicator_summary(
+                    result, data, max_signals=self.config.summary_signals, all_signals=all_signals
+                )
+                for req, result in results
+            },
+        }
+
+    def subscribe(
+        self, kinds: Iterable[type] | None = None, *, symbols: Iterable[str] | None = None, maxsize: int | None = None
+    ) -> Subscription:
+        """A bounded subscription to engine events (see engine.events)."""
+        return self.bus.subscribe(kinds, symbols=symbols, maxsize=maxsize)
+
+    # --- health ----------------------------------------------------------------------
+    def readiness(self) -> tuple[bool, list[str]]:
+        """(ready, reasons): ready when every followed market is live, warm and in sync."""
+        reasons: list[str] = []
+        for key, st in self.sync.windows.items():
+            name = f"{key[0]} {key[1]}"
+            if st.live_since is None:
+                reasons.append(f"{name}: stream not connected")
+            elif not st.warm:
+                reasons.append(f"{name}: warming up")
+            elif not st.synced:
+                reasons.append(f"{name}: backfilling after reconnect")
+        if not self._running:
+            reasons.insert(0, "engine not running")
+        return not reasons, reasons
+
+    def status(self) -> dict[str, Any]:
+        ready, reasons = self.readiness()
+        return {
+            "ready": ready,
+            "reasons": reasons,
+            "markets": [
+                {
+                    "symbol": key[0],
+                    "interval": key[1],
+                    "bars": len(st.window),
+                    "last_bar_time": st.window.last_time,
+                    "live": st.live_since is not None,
+                    "synced": st.synced,
+                    "warm": st.warm,
+                    "gaps": st.gaps,
+                    "backfills": st.backfills,
+                }
+                for key, st in self.sync.windows.items()
+            ],
+            "connections": self.streams.status(),
+            "backfill_pending": self.sync.scheduler.pending(),
+            "indicator_backlog": self.indicators.backlog,
+            "subscribers": self.bus.subscriber_count,
+        }
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Wait until ``predicate()`` holds, re-checking whenever a window changes (wrap in a timeout)."""
+        while not predicate():
+            await self.sync.wait_changed()
+
+    async def wait_ready(self) -> None:
+        """Wait until :meth:`readiness` is true (wrap in a timeout)."""
+        await self.wait_until(lambda: self.readiness()[0])
