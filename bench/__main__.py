@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
+from bench.engine import bench_memory
+from bench.engine import run_all as run_engine_benches
 from bench.indicators import bench_all_indicators, bench_engine_set
 
 RESULTS = Path(__file__).parent / "results"
@@ -33,13 +35,21 @@ def main() -> None:
     results["engine_set_1000"] = bench_engine_set(1000)
     results.update(asyncio.run(bench_tool_latency()))
     results.update(asyncio.run(bench_ping_while_rendering()))
+    results.update(asyncio.run(run_engine_benches()))
+    results["engine_rss_1000x2x1000_mb"] = bench_memory()
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
         ("generate_chart summary (median)", results["generate_chart_summary_ms"]["median"], "ms", 20),
         ("ping p99 while 10 charts render", results["ping_while_rendering_ms"]["p99"], "ms", 50),
         ("cipher_b+macd+rsi on 1000 bars", results["engine_set_1000"]["total_ms"], "ms", 2),
+        ("closed-bar storm, 1000 symbols (p99)", results["closed_bar_storm"]["p99_s"] * 1000, "ms", 1000),
+        ("warm-up 100 symbols x 1000 bars", results["warm_up_100x1000_s"], "s", 5),
+        ("RSS 1000 symbols x 2 intervals x 1000 bars", results["engine_rss_1000x2x1000_mb"], "MB", 400),
     ]
+    ingest, pb = results["ingest_msgs_per_s"], results["ingest_python_binance_msgs_per_s"]
+    print(f"ingest: {ingest:,.0f} kline msgs/s (target ≥ 30,000)")
+    print(f"python-binance socket manager, same stream: {pb:,.0f} msgs/s (ours is {ingest / pb:.2f}x)")
     print(f"machine: {results['machine']}")
     print(f"{'benchmark':<50} {'value':>10}  {'target':>8}  ok")
     for name, value, unit, target in rows:

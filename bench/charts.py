@@ -52,7 +52,9 @@ async def bench_ping_while_rendering(charts: int = 10, ping_interval_s: float = 
             endpoint = f"{url}/mcp"
 
             async def rpc(body: dict[str, Any]) -> dict[str, Any]:
-                async with session.post(endpoint, data=json.dumps(body), headers={"Content-Type": "application/json"}) as r:
+                async with session.post(
+                    endpoint, data=json.dumps(body), headers={"Content-Type": "application/json"}
+                ) as r:
                     return await r.json()
 
             await rpc({"jsonrpc": "2.0", "id": 0, "method": "ping"})

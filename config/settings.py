@@ -91,6 +91,26 @@ class Settings(BaseSettings):
     binance_api_secret: SecretStr | None = None
     """Binance API secret (or BINANCE_API_SECRET, or the systemd credential binance_api_secret)."""
 
+    # --- live engine tuning --------------------------------------------------------------
+    engine_window_bars: int = Field(default=1000, ge=50, le=10_000)
+    """Closed bars kept per (symbol, interval); warmed up from REST at start."""
+    engine_backfill_concurrency: int = Field(default=8, ge=1, le=64)
+    """Warm-up and gap-backfill requests in flight at once."""
+    engine_streams_per_connection: int = Field(default=1024, ge=1, le=1024)
+    """Kline streams per websocket connection (Binance allows 1024)."""
+    engine_stall_timeout_s: float = Field(default=9.0, gt=0, le=600)
+    """A stream silent this long is declared stalled and replaced (Binance pushes every 2 s)."""
+    engine_rotate_after_s: float = Field(default=84_600.0, gt=60)
+    """Reconnect proactively before Binance's 24 h connection-age cut."""
+    engine_reconnect_initial_s: float = Field(default=1.0, gt=0, le=60)
+    """First reconnect delay; doubles (with jitter) up to engine_reconnect_max_s."""
+    engine_reconnect_max_s: float = Field(default=60.0, gt=0, le=3600)
+    """Longest reconnect delay."""
+    binance_weight_limit: int = Field(default=6000, ge=10)
+    """Binance's REQUEST_WEIGHT per minute; the engine budgets 80 % of it."""
+    sim_clock: Literal["manual", "real"] = "real"
+    """Clock of the in-process simulator (--sim): real, or manual (moved by /sim/v1/advance)."""
+
     @field_validator("symbols", mode="before")
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:

@@ -31,7 +31,9 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog="Subcommands: chartgen sim-exchange --help",
     )
-    p.add_argument("-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data")
+    p.add_argument(
+        "-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data"
+    )
     p.add_argument("-i", "--interval", action="append", help="bar interval (default 4h; repeatable with --trade)")
     p.add_argument("-p", "--panels", action="append", help="indicator (repeatable); default cipher_b, macd")
     p.add_argument("-o", "--output", default="chart.png", help="PNG file for a one-shot render (default chart.png)")
@@ -44,6 +46,9 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--trade", action="store_true", help="also run the trading engine")
     p.add_argument("--testnet", action="store_true", help="Binance spot testnet for market data and orders")
     p.add_argument("--sim", action="store_true", help="start the exchange simulator in-process and use it (offline)")
+    p.add_argument(
+        "--clock", choices=("manual", "real"), help="clock of the --sim simulator (default real; manual for tests)"
+    )
     p.add_argument("--exchange", help="a ccxt exchange id for non-Binance markets")
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 9315; 0 picks one)")
@@ -62,6 +67,7 @@ def _settings_from(ns: argparse.Namespace) -> Settings:
         "log_level": ns.log_level,
         "log_format": ns.log_format,
         "testnet": True if ns.testnet else None,
+        "sim_clock": ns.clock,
     }
     if ns.trade and ns.symbol:
         overrides["symbols"] = ns.symbol
@@ -90,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if ns.mcp:
-            asyncio.run(modes.run_stdio(settings, sim=ns.sim))
+            asyncio.run(modes.run_stdio(settings, sim=ns.sim, trade=ns.trade))
         elif ns.serve or ns.trade:
             asyncio.run(modes.run_http(settings, sim=ns.sim, trade=ns.trade))
         else:

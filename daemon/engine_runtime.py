@@ -1,7 +1,6 @@
 """Building and running the live market engine from the settings (``--trade``).
 
-Settings read here that :mod:`config.settings` may not define yet are taken with their
-defaults (``getattr``), so the engine runs before every field exists.
+Only the daemon builds the engine (design.md §1); the engine itself never reads settings.
 """
 
 from __future__ import annotations
@@ -20,23 +19,18 @@ from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.rate_gate import RateGate
 
 
-def _opt(settings: Settings, name: str, default: Any) -> Any:
-    value = getattr(settings, name, None)
-    return default if value is None else value
-
-
 def engine_config(settings: Settings) -> EngineConfig:
     """The engine's tuning from the settings (defaults where a field is absent)."""
     return EngineConfig(
-        window_bars=int(_opt(settings, "engine_window_bars", 1000)),
-        backfill_concurrency=int(_opt(settings, "engine_backfill_concurrency", 8)),
-        summary_signals=int(_opt(settings, "summary_signals", 20)),
+        window_bars=settings.engine_window_bars,
+        backfill_concurrency=settings.engine_backfill_concurrency,
+        summary_signals=settings.summary_signals,
         streams=StreamSettings(
-            max_streams_per_connection=int(_opt(settings, "engine_streams_per_connection", 1024)),
-            stall_timeout_s=float(_opt(settings, "engine_stall_timeout_s", 9.0)),
-            rotate_after_s=float(_opt(settings, "engine_rotate_after_s", 23.5 * 3600)),
-            backoff_initial_s=float(_opt(settings, "engine_reconnect_initial_s", 1.0)),
-            backoff_max_s=float(_opt(settings, "engine_reconnect_max_s", 60.0)),
+            max_streams_per_connection=settings.engine_streams_per_connection,
+            stall_timeout_s=settings.engine_stall_timeout_s,
+            rotate_after_s=settings.engine_rotate_after_s,
+            backoff_initial_s=settings.engine_reconnect_initial_s,
+            backoff_max_s=settings.engine_reconnect_max_s,
         ),
     )
 
@@ -50,7 +44,7 @@ async def running_engine(
     async with contextlib.AsyncExitStack() as stack:
         if session is None:
             session = await stack.enter_async_context(aiohttp.ClientSession())
-        gate = RateGate(weight_limit=int(_opt(settings, "binance_weight_limit", 6000)))
+        gate = RateGate(weight_limit=settings.binance_weight_limit)
         rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s, gate=gate)
         engine = LiveEngine(
             session=session,

@@ -1,4 +1,4 @@
-"""Wiring for the charting stack: HTTP session, market data, external sources, render pool.
+"""Wiring of the daemon's parts: simulator, HTTP session, engine, market data, render pool.
 
 Only ``daemon`` builds concrete objects (design.md §1); everything else receives them.
 """
@@ -12,18 +12,53 @@ from typing import Any
 import aiohttp
 
 from config import Settings
+from daemon.engine_runtime import running_engine
 from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
-from engine.charts.service import ChartRenderer, ChartService
+from engine.charts.service import BarsSource, ChartRenderer, ChartService
+from engine.engine_bars import EngineFirstBars
 from engine.indicators.external.sources import ExternalSources
+from engine.live import LiveEngine
 from engine.market_data.source import MarketData
+from mcp_bridge.tools import Services
 
 
 @contextlib.asynccontextmanager
-async def chart_service(settings: Settings, *, render_in_pool: bool = True) -> AsyncIterator[ChartService]:
-    """A ready ChartService; closes the HTTP session and the render pool on exit."""
+async def simulated_exchange(settings: Settings, enabled: bool) -> AsyncIterator[Settings]:
+    """With ``--sim``, start the exchange simulator on loopback and point the Binance URLs at it."""
+    if not enabled:
+        yield settings
+        return
+    from brokers.simulator.app import start_simulator
+
+    sim = await start_simulator(host="127.0.0.1", port=0, clock=settings.sim_clock, symbols=_sim_symbols(settings))
+    try:
+        ws = sim.url.replace("http://", "ws://")
+        yield settings.model_copy(
+            update={"binance_rest_url": sim.url, "binance_stream_url": ws, "binance_ws_api_url": f"{ws}/ws-api/v3"}
+        )
+    finally:
+        await sim.close()
+
+
+def _sim_symbols(settings: Settings) -> list[str]:
+    from brokers.simulator.exchange import DEFAULT_SYMBOLS
+
+    return list(dict.fromkeys([*DEFAULT_SYMBOLS, *settings.symbols]))
+
+
+@contextlib.asynccontextmanager
+async def chart_service(
+    settings: Settings,
+    *,
+    render_in_pool: bool = True,
+    session: aiohttp.ClientSession | None = None,
+    engine: LiveEngine | None = None,
+) -> AsyncIterator[ChartService]:
+    """A ready ChartService (engine windows first when an engine runs); closes what it opened."""
     async with contextlib.AsyncExitStack() as stack:
-        session = await stack.enter_async_context(aiohttp.ClientSession())
-        market = MarketData(
+        if session is None:
+            session = await stack.enter_async_context(aiohttp.ClientSession())
+        market: BarsSource = MarketData(
             session,
             binance_rest_url=settings.binance_rest_url,
             yahoo_url=settings.yahoo_url,
@@ -36,12 +71,28 @@ async def chart_service(settings: Settings, *, render_in_pool: bool = True) -> A
             fear_greed_url=settings.fear_greed_url,
             timeout_s=settings.http_timeout_s,
         )
+        if engine is not None:
+            market = EngineFirstBars(engine, market)
         renderer: ChartRenderer
         if render_in_pool:
             renderer = await stack.enter_async_context(ProcessPoolRenderer(settings.render_workers))
         else:
             renderer = InlineRenderer()
         yield ChartService(market, renderer, external_sources=external, summary_signals=settings.summary_signals)
+
+
+@contextlib.asynccontextmanager
+async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> AsyncIterator[tuple[Settings, Services]]:
+    """Everything the MCP tools need, started in order and stopped in reverse.
+
+    Yields the effective settings (``--sim`` rewrites the exchange URLs) and the services.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        settings = await stack.enter_async_context(simulated_exchange(settings, sim))
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        engine = await stack.enter_async_context(running_engine(settings, session=session)) if trade else None
+        charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
+        yield settings, Services(charts=charts, max_bars=settings.max_bars, engine=engine)
 
 
 def describe_endpoints(settings: Settings) -> dict[str, Any]:

@@ -37,7 +37,9 @@ def symbol_arg(value: Any, field: str, *, required: bool = False) -> str | None:
             raise ToolError(f"{field} is required")
         return None
     if not isinstance(value, str) or not _SYMBOL_RE.match(value.strip()):
-        raise ToolError(f"{field} must be a ticker like BTCUSDT or AAPL (1-32 letters, digits or .-^=_/), got {_show(value)}")
+        raise ToolError(
+            f"{field} must be a ticker like BTCUSDT or AAPL (1-32 letters, digits or .-^=_/), got {_show(value)}"
+        )
     return value.strip()
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from mcp.server.lowlevel import Server
@@ -146,8 +146,21 @@ def _security(host: str, allowed_hosts: list[str] | None) -> TransportSecuritySe
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def build_http_app(server: Server[Any], *, host: str = "127.0.0.1", allowed_hosts: list[str] | None = None) -> Starlette:
-    """The Starlette app serving MCP and the health route; run it with uvicorn in the daemon's loop."""
+Readiness = Callable[[], tuple[bool, list[str]]]
+
+
+def build_http_app(
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    allowed_hosts: list[str] | None = None,
+    readiness: Readiness | None = None,
+) -> Starlette:
+    """The Starlette app serving MCP and the health routes; run it with uvicorn in the daemon's loop.
+
+    ``readiness`` reports whether the daemon's parts are up (``/readyz``: 200 when ready,
+    503 with the reasons otherwise); without it the server is ready as soon as it serves.
+    """
     security = _security(host, allowed_hosts)
     stateful = StreamableHTTPSessionManager(
         app=server, json_response=True, security_settings=security, max_request_body_size=MAX_BODY_BYTES
@@ -159,11 +172,22 @@ def build_http_app(server: Server[Any], *, host: str = "127.0.0.1", allowed_host
 
     async def health(request: Request) -> Response:
         return JSONResponse(
-            {"name": "chartgen", "version": SERVER_VERSION, "protocol": "MCP", "protocolVersion": "2025-03-26", "status": "ok"}
+            {
+                "name": "chartgen",
+                "version": SERVER_VERSION,
+                "protocol": "MCP",
+                "protocolVersion": "2025-03-26",
+                "status": "ok",
+            }
         )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        ready, reasons = readiness() if readiness is not None else (True, [])
+        body = {"status": "ready" if ready else "not_ready", "reasons": reasons}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def favicon(request: Request) -> Response:
         return Response(_FAVICON, media_type="image/svg+xml")
@@ -176,6 +200,7 @@ def build_http_app(server: Server[Any], *, host: str = "127.0.0.1", allowed_host
     routes = [
         Route("/", health, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/favicon.svg", favicon, methods=["GET"]),
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),

@@ -56,14 +56,12 @@ class ToolRouter:
             except ToolError as exc:
                 outcome = "tool_error"
                 return _error(str(exc))
-            except Exception:  # noqa: BLE001 - the tool boundary: nothing crashes the daemon
+            except Exception:
                 outcome = "internal_error"
                 log.exception("tool_failed")
                 return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
             finally:
-                log.info(
-                    "tool_call", outcome=outcome, duration_ms=round((time.perf_counter() - started) * 1000, 2)
-                )
+                log.info("tool_call", outcome=outcome, duration_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
 def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:

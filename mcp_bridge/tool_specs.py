@@ -28,7 +28,10 @@ _INDICATORS = {
     "items": _INDICATOR_ITEM,
     "description": "Indicators to compute (names or {name, ...params} objects). See list_indicators.",
 }
-_SYMBOL = {"type": "string", "description": "Ticker: crypto pairs such as BTCUSDT (Binance) or stocks such as AAPL (Yahoo)"}
+_SYMBOL = {
+    "type": "string",
+    "description": "Ticker: crypto pairs such as BTCUSDT (Binance) or stocks such as AAPL (Yahoo)",
+}
 _INTERVAL = {"type": "string", "description": "Bar interval: 1m, 5m, 15m, 30m, 1h, 2h, 4h, 6h, 12h, 1d, 1w (or 1wk)"}
 _SOURCE = {
     "type": "string",
@@ -45,8 +48,12 @@ _CONDITION = {
 }
 
 _RO = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-_LOCAL_RO = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-_WRITE = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+_LOCAL_RO = types.ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+_WRITE = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 _ORDER = types.ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
@@ -65,7 +72,7 @@ TOOLS: tuple[types.Tool, ...] = (
             "format=png gives the image; summary gives a compact JSON digest (last values, levels, recent "
             "signals) that costs far fewer tokens; both gives image and digest; series gives every bar and "
             "every indicator value. Without a ticker it uses seeded sample data. 38 indicators are available "
-            "(see list_indicators); pass parameters as objects, e.g. {\"name\":\"rsi\",\"length\":21}."
+            '(see list_indicators); pass parameters as objects, e.g. {"name":"rsi","length":21}.'
         ),
         input_schema=_obj(
             {

@@ -32,7 +32,7 @@ def _indicator_list(value: Any, field: str, default: list[str] | None) -> list[I
             raise ToolError("indicators array is required and must not be empty")
         value = default
     if not isinstance(value, list):
-        raise ToolError(f"{field} must be an array of indicator names or objects, e.g. [\"rsi\", {{\"name\": \"macd\"}}]")
+        raise ToolError(f'{field} must be an array of indicator names or objects, e.g. ["rsi", {{"name": "macd"}}]')
     if len(value) > MAX_INDICATORS:
         raise ToolError(f"{field} has {len(value)} entries; at most {MAX_INDICATORS} indicators per request")
     try:
@@ -89,7 +89,11 @@ async def get_indicators(services: Services, args: dict[str, Any]) -> ToolResult
     source = choice_arg(args.get("source"), "source", SOURCES, default="auto")
     all_signals = bool_arg(args.get("all_signals"), "all_signals", default=False)
     if services.engine is not None:
-        cached = await services.engine.indicator_payload(symbol, interval, requests, bars=bars, all_signals=all_signals)
+        # without an explicit `bars` the engine answers over its whole (warm) window
+        window = None if args.get("bars") is None else bars
+        cached = await services.engine.indicator_payload(
+            symbol, interval, requests, bars=window, all_signals=all_signals
+        )
         if cached is not None:
             return [text(cached)]
     try:

@@ -15,7 +15,7 @@ def build_handlers() -> dict[str, Handler]:
         "get_indicators": charting.get_indicators,
     }
     for name in trading.TRADING_TOOLS:
-        table[name] = trading.engine_not_running
+        table[name] = trading.not_available(name)
     missing = set(TOOL_NAMES) - set(table)
     if missing:
         raise RuntimeError(f"tools without a handler: {sorted(missing)}")

@@ -25,5 +25,16 @@ TRADING_TOOLS = (
 )
 
 
-async def engine_not_running(services: Services, args: dict[str, Any]) -> ToolResult:
-    raise ToolError(ENGINE_NOT_RUNNING)
+def not_available(name: str):
+    """The handler of a trading tool this build does not implement yet.
+
+    Without an engine it answers chartgen's text; with the engine running it says plainly
+    that the tool itself is missing, rather than pretending the engine is down.
+    """
+
+    async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
+        if services.engine is None:
+            raise ToolError(ENGINE_NOT_RUNNING)
+        raise ToolError(f"{name} is not available in this build yet: the live engine runs, but this tool does not.")
+
+    return handler
