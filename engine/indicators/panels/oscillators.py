@@ -152,8 +152,8 @@ ROC = IndicatorDef(
 # --- MFI ---------------------------------------------------------------------------------
 
 
-def _mfi(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
-    n = params["period"]
+def money_flow_index(bars: Bars, n: int) -> FloatArray:
+    """MFI over ``n`` bars (NaN for the first n); 50 where there was no money flow at all."""
     size = len(bars)
     out = nans(size)
     if size > n:
@@ -164,6 +164,11 @@ def _mfi(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
         neg = rolling_sum(np.where(change < 0, flow[1:], 0.0), n)
         out[1:] = safe_div(100.0 * pos, pos + neg, fill=50.0)
         out[:n] = np.nan
+    return out
+
+
+def _mfi(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
+    out = money_flow_index(bars, params["period"])
     return _panel("MFI", [Line(out, colors.GOLD, label="MFI")], (80.0, 20.0), (0.0, 100.0))
 
 
