@@ -42,5 +42,7 @@ async def charts(sim: Any) -> AsyncIterator[Any]:
     from engine.market_data.source import MarketData
 
     async with aiohttp.ClientSession() as session:
-        market = MarketData(session, binance_rest_url=sim.url, yahoo_url="http://127.0.0.1:9", timeout_s=5, cache_ttl_s=0)
+        market = MarketData(
+            session, binance_rest_url=sim.url, yahoo_url="http://127.0.0.1:9", timeout_s=5, cache_ttl_s=0
+        )
         yield ChartService(market, InlineRenderer(), external_sources=ExternalSources(session=None))

@@ -37,7 +37,15 @@ async def test_one_shot_render_writes_the_chart_from_the_rest_endpoint(sim: Any,
 async def test_one_shot_render_with_the_endpoint_down_exits_non_zero_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "x.png"
     code, _, stderr = await _run(
-        "-s", "BTCUSDT", "-i", "1h", "-p", "rsi", "-o", str(out), env_extra={"CHARTGEN_BINANCE_REST_URL": "http://127.0.0.1:9"}
+        "-s",
+        "BTCUSDT",
+        "-i",
+        "1h",
+        "-p",
+        "rsi",
+        "-o",
+        str(out),
+        env_extra={"CHARTGEN_BINANCE_REST_URL": "http://127.0.0.1:9"},
     )
     assert code != 0
     lines = [ln for ln in stderr.splitlines() if ln.startswith("chartgen: error:")]

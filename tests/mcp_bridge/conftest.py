@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from daemon.http_server import serving as serve_app
 from engine.charts.service import ChartService
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.server import build_server
 from mcp_bridge.tools import Services
-from daemon.http_server import serving as serve_app
 
 
 @pytest.fixture

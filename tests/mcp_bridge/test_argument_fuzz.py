@@ -73,7 +73,9 @@ def test_generate_chart_answers_every_argument_object_without_internal_errors(ar
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.sampled_from(["symbol", "ticker", "indicators", "interval", "bars"]), json_values, max_size=5))
+@given(
+    st.dictionaries(st.sampled_from(["symbol", "ticker", "indicators", "interval", "bars"]), json_values, max_size=5)
+)
 def test_get_indicators_rejects_bad_arguments_with_a_clear_message(args: dict[str, Any]) -> None:
     # No market data source is configured, so anything that passes validation fails to fetch.
     result = _call("get_indicators", args)

@@ -27,7 +27,9 @@ async def test_get_indicators_fetches_bars_and_reports_how_many_it_used(router: 
 
 
 async def test_get_indicators_accepts_ticker_and_timeframe_aliases(router: ToolRouter) -> None:
-    payload = _payload(await router.call("get_indicators", {"ticker": "ETHUSDT", "timeframe": "4h", "indicators": ["bb"]}))
+    payload = _payload(
+        await router.call("get_indicators", {"ticker": "ETHUSDT", "timeframe": "4h", "indicators": ["bb"]})
+    )
     assert payload["indicators"]["bb"]["label"] == "BB"
 
 
@@ -50,13 +52,18 @@ async def test_chart_of_an_unknown_symbol_is_an_error_naming_the_cause_not_sampl
 
 async def test_summary_with_a_real_ticker_has_unix_second_dates(router: ToolRouter) -> None:
     payload = _payload(
-        await router.call("generate_chart", {"ticker": "BTCUSDT", "timeframe": "1wk", "bars": 20, "format": "summary", "indicators": ["rsi"]})
+        await router.call(
+            "generate_chart",
+            {"ticker": "BTCUSDT", "timeframe": "1wk", "bars": 20, "format": "summary", "indicators": ["rsi"]},
+        )
     )
     assert payload["symbol"] == "BTCUSDT" and payload["interval"] == "1wk"
     assert payload["price"]["last"]["date"].isdigit()
 
 
 async def test_both_format_returns_image_then_summary(router: ToolRouter) -> None:
-    r = await router.call("generate_chart", {"bars": 40, "format": "both", "width": 400, "height": 300, "indicators": ["rsi"]})
+    r = await router.call(
+        "generate_chart", {"bars": 40, "format": "both", "width": 400, "height": 300, "indicators": ["rsi"]}
+    )
     assert not r.is_error
     assert [c.type for c in r.content] == ["image", "text"]

@@ -17,7 +17,9 @@ INIT = {
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
 
-async def post(url: str, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+async def post(
+    url: str, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[int, dict[str, str], Any]:
     async with aiohttp.ClientSession() as s:
         data = raw if raw is not None else json.dumps(body).encode()
         base = {"Content-Type": "application/json"}
@@ -67,7 +69,9 @@ async def test_accept_without_json_gets_406_with_chartgens_body(mcp_url: str, ac
     }
 
 
-@pytest.mark.parametrize("accept", ["*/*", "application/*", "application/json, text/event-stream", "application/json;q=0.9"])
+@pytest.mark.parametrize(
+    "accept", ["*/*", "application/*", "application/json, text/event-stream", "application/json;q=0.9"]
+)
 async def test_accept_with_json_is_served(mcp_url: str, accept: str) -> None:
     status, _, _ = await post(f"{mcp_url}/mcp", LIST, {"Accept": accept})
     assert status == 200
@@ -101,7 +105,13 @@ async def test_unknown_session_id_is_404_so_clients_reinitialize(mcp_url: str) -
 async def test_health_route_reports_chartgens_document(mcp_url: str) -> None:
     async with aiohttp.ClientSession() as s, s.get(f"{mcp_url}/") as r:
         body = await r.json()
-    assert body == {"name": "chartgen", "version": "0.1.0", "protocol": "MCP", "protocolVersion": "2025-03-26", "status": "ok"}
+    assert body == {
+        "name": "chartgen",
+        "version": "0.1.0",
+        "protocol": "MCP",
+        "protocolVersion": "2025-03-26",
+        "status": "ok",
+    }
 
 
 async def test_tools_call_without_session_works_like_chartgen(mcp_url: str) -> None:

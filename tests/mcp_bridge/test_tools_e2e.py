@@ -7,7 +7,6 @@ import io
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +44,14 @@ def _stdio_params() -> StdioServerParameters:
 
 
 @pytest.fixture(params=["http", "stdio"])
-async def client(request: pytest.FixtureRequest, mcp_url: str) -> AsyncIterator[Client]:
-    target: Any = f"{mcp_url}/mcp" if request.param == "http" else _stdio_params()
-    async with Client(target, mode="legacy", read_timeout_seconds=60) as c:
-        yield c
+def target(request: pytest.FixtureRequest, mcp_url: str) -> Any:
+    """Where the SDK client connects: our HTTP app, or `chartgen --mcp` as a subprocess."""
+    return f"{mcp_url}/mcp" if request.param == "http" else _stdio_params()
+
+
+def connect(target: Any) -> Client:
+    # entered inside each test: the SDK's anyio cancel scopes must open and close in one task
+    return Client(target, mode="legacy", read_timeout_seconds=60)
 
 
 def _text(result: Any) -> str:
@@ -56,43 +59,53 @@ def _text(result: Any) -> str:
     return result.content[-1].text
 
 
-async def test_tools_list_has_the_15_tools_in_chartgens_order(client: Client) -> None:
-    tools = await client.list_tools()
-    assert [t.name for t in tools.tools] == CHARTGEN_ORDER
-    assert client.protocol_version == LATEST_HANDSHAKE_VERSION
+async def test_tools_list_has_the_15_tools_in_chartgens_order(target: Any) -> None:
+    async with connect(target) as client:
+        tools = await client.list_tools()
+        assert [t.name for t in tools.tools] == CHARTGEN_ORDER
+        assert client.protocol_version == LATEST_HANDSHAKE_VERSION
 
 
-async def test_png_without_ticker_has_exactly_the_requested_size(client: Client) -> None:
-    result = await client.call_tool("generate_chart", {"width": 800, "height": 450, "bars": 60, "indicators": ["rsi"]})
-    assert not result.is_error
-    image = result.content[0]
-    assert image.type == "image" and image.mime_type == "image/png"
-    with Image.open(io.BytesIO(base64.b64decode(image.data))) as img:
-        assert img.size == (800, 450)
+async def test_png_without_ticker_has_exactly_the_requested_size(target: Any) -> None:
+    async with connect(target) as client:
+        result = await client.call_tool(
+            "generate_chart", {"width": 800, "height": 450, "bars": 60, "indicators": ["rsi"]}
+        )
+        assert not result.is_error
+        image = result.content[0]
+        assert image.type == "image" and image.mime_type == "image/png"
+        with Image.open(io.BytesIO(base64.b64decode(image.data))) as img:
+            assert img.size == (800, 450)
 
 
-async def test_summary_of_30_sample_bars_reproduces_the_golden_price_block(client: Client) -> None:
-    result = await client.call_tool("generate_chart", {"bars": 30, "indicators": ["rsi"], "format": "summary"})
-    text = _text(result)
-    golden = json.loads(GOLDEN.read_text())
-    ours = json.loads(text)
-    assert ours.keys() == golden.keys()
-    assert ours["indicators"]["rsi"].keys() == golden["indicators"]["rsi"].keys()
-    assert json.dumps(ours["price"], indent=2, sort_keys=True) == json.dumps(golden["price"], indent=2, sort_keys=True)
-    # the price block appears verbatim in our text, byte for byte
-    golden_price = GOLDEN.read_text().split('"price": ')[1].split(',\n  "symbol"')[0]
-    assert golden_price in text
+async def test_summary_of_30_sample_bars_reproduces_the_golden_price_block(target: Any) -> None:
+    async with connect(target) as client:
+        result = await client.call_tool("generate_chart", {"bars": 30, "indicators": ["rsi"], "format": "summary"})
+        text = _text(result)
+        golden = json.loads(GOLDEN.read_text())
+        ours = json.loads(text)
+        assert ours.keys() == golden.keys()
+        assert ours["indicators"]["rsi"].keys() == golden["indicators"]["rsi"].keys()
+        assert json.dumps(ours["price"], indent=2, sort_keys=True) == json.dumps(
+            golden["price"], indent=2, sort_keys=True
+        )
+        # the price block appears verbatim in our text, byte for byte
+        golden_price = GOLDEN.read_text().split('"price": ')[1].split(',\n  "symbol"')[0]
+        assert golden_price in text
 
 
-async def test_series_arrays_have_one_entry_per_bar_and_null_before_warm_up(client: Client) -> None:
-    result = await client.call_tool("generate_chart", {"bars": 50, "indicators": ["rsi", "macd"], "format": "series"})
-    payload = json.loads(_text(result))
-    assert len(payload["bars"]) == 50
-    rsi = payload["indicators"]["rsi"]["lines"][0]["values"]
-    assert len(rsi) == 50
-    assert rsi[0] is None and rsi[13] is None and rsi[14] is not None
-    for line in payload["indicators"]["macd"]["lines"]:
-        assert len(line["values"]) == 50
+async def test_series_arrays_have_one_entry_per_bar_and_null_before_warm_up(target: Any) -> None:
+    async with connect(target) as client:
+        result = await client.call_tool(
+            "generate_chart", {"bars": 50, "indicators": ["rsi", "macd"], "format": "series"}
+        )
+        payload = json.loads(_text(result))
+        assert len(payload["bars"]) == 50
+        rsi = payload["indicators"]["rsi"]["lines"][0]["values"]
+        assert len(rsi) == 50
+        assert rsi[0] is None and rsi[13] is None and rsi[14] is not None
+        for line in payload["indicators"]["macd"]["lines"]:
+            assert len(line["values"]) == 50
 
 
 @pytest.mark.parametrize(
@@ -106,20 +119,24 @@ async def test_series_arrays_have_one_entry_per_bar_and_null_before_warm_up(clie
     ],
 )
 async def test_bad_arguments_get_a_clear_is_error_and_the_server_keeps_serving(
-    client: Client, args: dict[str, Any], needle: str
+    target: Any, args: dict[str, Any], needle: str
 ) -> None:
-    result = await client.call_tool("generate_chart", args)
-    assert result.is_error
-    assert needle in result.content[0].text
-    assert len(result.content[0].text) < 300
-    again = await client.call_tool("list_indicators", {})
-    assert json.loads(_text(again))["total"] == 38
+    async with connect(target) as client:
+        result = await client.call_tool("generate_chart", args)
+        assert result.is_error
+        assert needle in result.content[0].text
+        assert len(result.content[0].text) < 300
+        again = await client.call_tool("list_indicators", {})
+        assert json.loads(_text(again))["total"] == 38
 
 
-async def test_trading_tools_say_the_engine_is_not_running(client: Client) -> None:
-    result = await client.call_tool("place_order", {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1})
-    assert result.is_error
-    assert result.content[0].text == "Trading engine not running. Start with --trade to enable trading tools."
+async def test_trading_tools_say_the_engine_is_not_running(target: Any) -> None:
+    async with connect(target) as client:
+        result = await client.call_tool(
+            "place_order", {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1}
+        )
+        assert result.is_error
+        assert result.content[0].text == "Trading engine not running. Start with --trade to enable trading tools."
 
 
 async def test_http_client_in_auto_mode_negotiates_the_newest_protocol(mcp_url: str) -> None:
