@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
@@ -30,10 +31,38 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(app: Any) -> uvicorn.Server:
+class DaemonServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT.
+
+    uvicorn's ``capture_signals`` re-raises a captured signal after its shutdown, which
+    would kill the process before the daemon stops the engine, the render pool and the
+    simulator; instead the daemon's handler sets ``should_exit`` and shutdown continues
+    in order (design: lifecycle in three phases, style.md §4).
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def make_server(app: Any) -> DaemonServer:
     """A uvicorn server for ``app`` that logs through our logging set-up."""
     config = uvicorn.Config(app, lifespan="on", log_config=None, access_log=False, timeout_graceful_shutdown=10)
-    return uvicorn.Server(config)
+    return DaemonServer(config)
+
+
+def stop_on_signals(server: uvicorn.Server) -> None:
+    """SIGTERM and SIGINT ask the server to finish in-flight requests and exit; a second one forces it."""
+    loop = asyncio.get_running_loop()
+
+    def handle() -> None:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, handle)
 
 
 @contextlib.asynccontextmanager

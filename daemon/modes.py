@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import sys
 from pathlib import Path
 
 import structlog
 
 from config import Settings
-from daemon.http_server import BindError, bind_socket, make_server
+from daemon.http_server import BindError, bind_socket, make_server, stop_on_signals
 from daemon.services import chart_service, daemon_services, describe_endpoints
 from engine.charts.service import ChartRequest
 from engine.indicators.params import IndicatorError
@@ -71,7 +73,13 @@ async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> No
     async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
         server, _ = build_server(services)
         log.info("mcp_stdio_started", trade=trade, **describe_endpoints(settings))
-        await serve_stdio(server)
+        serving = asyncio.create_task(serve_stdio(server), name="mcp-stdio")
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, serving.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving  # ends when stdin closes, or on SIGTERM/SIGINT; cleanup follows in order
 
 
 async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
@@ -91,6 +99,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         engine = services.engine
         app = build_http_app(server, host=settings.host, readiness=engine.readiness if engine is not None else None)
         http = make_server(app)
+        stop_on_signals(http)
         shown = f"[{host}]" if ":" in host else host
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
         if sim:
