@@ -16,12 +16,13 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import structlog
 
 from engine.bars import Bars
 from engine.events import EventBus, IndicatorsUpdated
 from engine.indicators.base import ComputeContext
-from engine.indicators.model import PanelResult
+from engine.indicators.model import Fill, Histogram, Line, PanelResult
 from engine.indicators.registry import IndicatorRequest
 from engine.indicators.runner import compute_requests, compute_sync
 from engine.signals import on_newest_bar
@@ -46,9 +47,39 @@ def request_id(req: IndicatorRequest) -> RequestId:
     return req.definition.name, _freeze(req.params)
 
 
+def _tail(y: np.ndarray) -> np.ndarray:
+    """The array from its last finite value on (what a summary's ``last_value`` reads)."""
+    finite = np.flatnonzero(np.isfinite(y))
+    return y[int(finite[-1]) :].copy() if len(finite) else y[:0].copy()
+
+
+def summary_view(result: PanelResult) -> PanelResult:
+    """The part of a result that summaries read: last values, signals, levels, counts.
+
+    The engine cache holds thousands of results; keeping every per-bar array of every
+    indicator of every window would cost several hundred MB for 2,000 windows.  Lines and
+    histograms keep only their tail from the last finite value, fills only their count;
+    dots, levels, profile bars, divergences and the y range are kept as they are.
+    Charts and series never read the cache: they compute over the window.
+    """
+    empty = np.zeros(0)
+    return PanelResult(
+        label=result.label,
+        is_overlay=result.is_overlay,
+        lines=[Line(_tail(ln.y), ln.color, ln.width, ln.label, ln.dashed) for ln in result.lines],
+        fills=[Fill(empty, empty, f.color, f.alpha) for f in result.fills],
+        histograms=[Histogram(_tail(h.y), [], h.bottom) for h in result.histograms],
+        dots=list(result.dots),
+        hlines=list(result.hlines),
+        hbars=list(result.hbars),
+        divlines=list(result.divlines),
+        y_range=result.y_range,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CachedResult:
-    """An indicator result over the newest ``n`` closed bars ending at ``last_time``.
+    """An indicator result (its summary view) over the newest ``n`` closed bars ending at ``last_time``.
 
     The bars themselves are not kept (the window can reproduce them while ``last_time``
     is its newest bar), which keeps memory per window small.
@@ -185,7 +216,7 @@ class IndicatorEngine:
                 continue
             if self.windows.get(key) is not wi:
                 return
-            wi.store(req, CachedResult(result, len(bars), last))
+            wi.store(req, CachedResult(summary_view(result), len(bars), last))
             names.append(req.key)
             signals.extend((req.key, s.label) for s in on_newest_bar(result, bars))
             await asyncio.sleep(0)
@@ -196,14 +227,14 @@ class IndicatorEngine:
     async def results_for(
         self, key: Key, requests: Sequence[IndicatorRequest], bars: Bars
     ) -> list[tuple[IndicatorRequest, PanelResult]]:
-        """Results over ``bars`` from the cache, computing (and caching) what is missing."""
+        """Summary views of results over ``bars`` from the cache, computing (and caching) what is missing."""
         wi = self.windows.get(key)
         last = bars.time_of(len(bars) - 1) if len(bars) else None
         out: list[tuple[IndicatorRequest, PanelResult]] = []
         for req in requests:
             cached = None if wi is None else wi.lookup(req, len(bars), last)
             if cached is None:
-                cached = CachedResult(await self.compute_one(key, req, bars), len(bars), last)
+                cached = CachedResult(summary_view(await self.compute_one(key, req, bars)), len(bars), last)
                 if wi is not None and self.windows.get(key) is wi:
                     wi.store(req, cached)
             out.append((req, cached.result))

@@ -114,7 +114,7 @@ class LiveEngine:
             st = self.sync.add(*key)
             self.indicators.add_window(key)
             self.streams.add([st.stream])
-            log.info("engine_follow", symbol=key[0], interval=key[1])
+            log.debug("engine_follow", symbol=key[0], interval=key[1])
         return key
 
     def unfollow(self, symbol: str, interval: str) -> None:

@@ -66,7 +66,8 @@ def _candles(ax: Axes, bars: Bars, x: np.ndarray, scale: Scale) -> None:
     ax.add_collection(LineCollection(wicks, colors=colors, linewidths=max(0.6, 0.9 * scale.line), zorder=2))
     lo = np.minimum(bars.open, bars.close)
     hi = np.maximum(bars.open, bars.close)
-    pad = (np.nanmax(bars.high) - np.nanmin(bars.low)) * 0.0015 if len(bars) else 0.0
+    ok = np.isfinite(bars.high) & np.isfinite(bars.low)
+    pad = (float(bars.high[ok].max()) - float(bars.low[ok].min())) * 0.0015 if ok.any() else 0.0
     hi = np.where(hi - lo < pad, lo + pad, hi)  # doji stay visible
     ax.add_collection(PolyCollection(bar_rects(x, lo, hi, 0.36), facecolors=colors, edgecolors="none", zorder=2))
 
@@ -93,7 +94,15 @@ def _volume(ax: Axes, bars: Bars, x: np.ndarray) -> None:
 
 
 def _price_limits(bars: Bars, overlays: list[PanelResult]) -> tuple[float, float]:
-    lo, hi = float(np.nanmin(bars.low)), float(np.nanmax(bars.high))
+    ok = np.isfinite(bars.high) & np.isfinite(bars.low)
+    if not ok.any():  # no finite candle: fit the overlays, or a unit range
+        ext = [e for e in (finite_extent(r) for r in overlays) if e is not None]
+        if not ext:
+            return 0.0, 1.0
+        lo, hi = min(e[0] for e in ext), max(e[1] for e in ext)
+        pad = (hi - lo) * 0.04 or 1.0
+        return lo - pad, hi + pad
+    lo, hi = float(bars.low[ok].min()), float(bars.high[ok].max())
     rng = max(hi - lo, abs(hi) * 1e-4, 1e-9)
     for result in overlays:
         ext = finite_extent(result)

@@ -76,10 +76,18 @@ def draw_result(ax: Axes, result: PanelResult, x: np.ndarray, scale: Scale) -> l
             )
             if ln.label:
                 handles.append(handle)
-    if result.divlines:
-        segs = [[(d.x1, d.y1), (d.x2, d.y2)] for d in result.divlines]
-        cols = [d.color for d in result.divlines]
-        ax.add_collection(LineCollection(segs, colors=cols, linewidths=1.2 * scale.line, linestyles="--", zorder=4))
+    for dashed in (True, False):
+        divs = [d for d in result.divlines if d.dashed is dashed and np.isfinite(d.y1) and np.isfinite(d.y2)]
+        if divs:
+            ax.add_collection(
+                LineCollection(
+                    [[(d.x1, d.y1), (d.x2, d.y2)] for d in divs],
+                    colors=[d.color for d in divs],
+                    linewidths=1.2 * scale.line,
+                    linestyles="--" if dashed else "-",
+                    zorder=4,
+                )
+            )
     _draw_dots(ax, result, scale)
     return handles
 
@@ -107,14 +115,20 @@ def _draw_dots(ax: Axes, result: PanelResult, scale: Scale) -> None:
         linewidths=0.4 * scale.marker,
         zorder=5,
     )
-    spacing = max(3, int((ax.get_xlim()[1] - ax.get_xlim()[0]) / 35))
-    labelled: list[int] = []
-    for d in reversed(signals):  # newest first; skip labels that would overlap a newer one
-        if len(labelled) >= MAX_LABELLED_SIGNALS:
+    fontsize = scale.small * 0.85
+    lo, hi = ax.get_xlim()
+    fig = ax.get_figure()
+    width_px = ax.get_position().width * fig.get_figwidth() * fig.dpi if fig is not None else 1000.0
+    bars_per_px = (hi - lo) / max(width_px, 1.0)
+    char_bars = fontsize * (100 / 72) * 0.6 * bars_per_px  # one character's width, in bars
+    placed: list[tuple[float, float]] = []  # (centre, half width) of labels drawn, in bars
+    for d in reversed(signals):  # newest first; a label that would overlap a newer one is skipped
+        if len(placed) >= MAX_LABELLED_SIGNALS:
             break
-        if any(abs(d.x - x) < spacing for x in labelled):
+        half = len(d.label or "") * char_bars / 2 + char_bars
+        if any(abs(d.x - c) < half + h for c, h in placed):
             continue
-        labelled.append(d.x)
+        placed.append((float(d.x), half))
         ax.annotate(
             d.label,
             (d.x, d.y),
@@ -122,7 +136,7 @@ def _draw_dots(ax: Axes, result: PanelResult, scale: Scale) -> None:
             textcoords="offset points",
             ha="center",
             va="bottom",
-            fontsize=scale.small * 0.75,
+            fontsize=fontsize,
             color=d.color,
             zorder=6,
             annotation_clip=True,
@@ -171,7 +185,7 @@ def legend(ax: Axes, title: str, handles: list[Line2D], scale: Scale) -> None:
             loc="upper left",
             bbox_to_anchor=(0.0, 0.92),
             ncol=min(len(handles), 8),
-            fontsize=scale.small * 0.85,
+            fontsize=scale.small * 0.95,
             frameon=False,
             handlelength=1.2,
             columnspacing=1.0,

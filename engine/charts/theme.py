@@ -26,5 +26,5 @@ class Scale:
 
     @classmethod
     def for_size(cls, width: int, height: int) -> Scale:
-        k = max(0.55, min(width / 1920, height / 1080) ** 0.7)
+        k = max(0.72, min(width / 1920, height / 1080) ** 0.7)
         return cls(font=11 * k, small=9 * k, title=14 * k, line=1.3 * k, marker=k)

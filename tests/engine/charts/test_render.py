@@ -10,7 +10,7 @@ from PIL import Image
 
 from engine.bars import Bars
 from engine.charts.render import render_png
-from engine.indicators.model import Dot, HBar, Histogram, HLine, Line, PanelResult
+from engine.indicators.model import DivLine, Dot, Fill, HBar, Histogram, HLine, Line, PanelResult
 from engine.indicators.registry import all_indicators, parse_requests
 from engine.indicators.runner import compute_sync
 from engine.sample_data import sample_bars
@@ -80,3 +80,32 @@ def test_every_indicator_renders_on_sample_data() -> None:
     names = [d.name for d in all_indicators() if d.fetch is None]
     panels = [(r.key, compute_sync(r, bars)) for r in parse_requests(names)]
     assert size_of(render_png(bars, panels, symbol=None, interval="1h", width=3840, height=2160)) == (3840, 2160)
+
+
+def test_all_nan_bars_and_all_nan_panels_render_at_the_smallest_size() -> None:
+    """Bars with no finite price and six all-NaN panes still give a 200x150 PNG."""
+    nan = np.full(5, np.nan)
+    bars = Bars(nan, nan, nan, nan, nan)
+    blank = PanelResult(label="Blank", is_overlay=False, lines=[Line(nan, "#ffffff", label="nan")])
+    overlay = PanelResult(label="Over", is_overlay=True, lines=[Line(nan, "#ffffff", label="nan")])
+    panels = [("o", overlay)] + [(f"b{i}", blank) for i in range(6)]
+    assert size_of(render_png(bars, panels, symbol=None, interval="1h", width=200, height=150)) == (200, 150)
+
+
+def test_divlines_fills_and_largest_size_render_with_and_without_times() -> None:
+    """Dashed and solid divergence segments and NaN-gapped fills draw on sample and timed bars at 4096x4096."""
+    bars = sample_bars(80)
+    y = np.where(np.arange(80) % 10 < 3, np.nan, np.cos(np.arange(80.0)))
+    panel = PanelResult(
+        label="Div",
+        is_overlay=False,
+        lines=[Line(y, "#ff00ff", label="cos")],
+        fills=[Fill(y, y * 0.5, "#00ffff", alpha=0.2)],
+        divlines=[DivLine(5, 0.1, 40, 0.9, "#ff0000"), DivLine(50, 0.5, 70, float("nan"), "#00ff00", dashed=False)],
+        y_range=(-1.5, 1.5),
+    )
+    for b in (bars, timed(bars)):
+        assert size_of(render_png(b, [("d", panel)], symbol="X", interval="15m", width=4096, height=4096)) == (
+            4096,
+            4096,
+        )
