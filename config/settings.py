@@ -111,6 +111,18 @@ class Settings(BaseSettings):
     sim_clock: Literal["manual", "real"] = "real"
     """Clock of the in-process simulator (--sim): real, or manual (moved by /sim/v1/advance)."""
 
+    # --- alerts and notifications ----------------------------------------------------------
+    alerts_max_per_client: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Most active alerts one client (token or stdio session) may hold."""
+    notify_queue_cap: int = Field(default=1000, ge=1, le=1_000_000)
+    """Push frames kept per subscription for offline delivery and Last-Event-ID replay (oldest dropped)."""
+    notify_queue_ttl_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    """How long a push frame is kept for a client that is not connected."""
+    notify_poll_cap: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Notifications kept per client for get_notifications (oldest dropped)."""
+    sse_keepalive_s: float = Field(default=30.0, gt=0, le=3600)
+    """Interval of ': keepalive' comments on idle notification streams."""
+
     @field_validator("symbols", mode="before")
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:

@@ -4,6 +4,7 @@
     chartgen --mcp                                   MCP over stdio
     chartgen --serve [--trade] [--sim]               MCP over Streamable HTTP
     chartgen sim-exchange --port 0                   the Binance-compatible simulator
+    chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
 """
@@ -22,14 +23,14 @@ from pydantic import ValidationError
 from config import ConfigFileError, Settings, load_settings
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange",)
+SUBCOMMANDS = ("sim-exchange", "token")
 
 
 def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="chartgen",
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
-        epilog="Subcommands: chartgen sim-exchange --help",
+        epilog="Subcommands: chartgen sim-exchange --help, chartgen token --help",
     )
     p.add_argument(
         "-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data"
@@ -81,10 +82,14 @@ def _settings_from(ns: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chartgen`` console script; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in SUBCOMMANDS:
+    if args and args[0] == "sim-exchange":
         from daemon.sim_command import main as sim_main
 
         return sim_main(args[1:])
+    if args and args[0] == "token":
+        from daemon.token_command import main as token_main
+
+        return token_main(args[1:])
     ns = _main_parser().parse_args(args)
     try:
         settings = _settings_from(ns)

@@ -7,6 +7,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -20,6 +21,10 @@ from engine.market_data.errors import MarketDataError
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.server import build_server
 from mcp_bridge.stdio import serve_stdio
+from mcp_bridge.tokens import TokenError, TokenStore
+from mcp_bridge.tools import Services
+
+DEMO_TOKEN_NAME = "sim-demo"
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +76,7 @@ async def render_once(
 async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> None:
     """``--mcp``: serve one client over stdin/stdout (with ``--trade`` the engine runs too)."""
     async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
-        server, _ = build_server(services)
+        server, router = build_server(services)
         log.info("mcp_stdio_started", trade=trade, **describe_endpoints(settings))
         serving = asyncio.create_task(serve_stdio(server), name="mcp-stdio")
         loop = asyncio.get_running_loop()
@@ -80,6 +85,8 @@ async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> No
                 loop.add_signal_handler(sig, serving.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await serving  # ends when stdin closes, or on SIGTERM/SIGINT; cleanup follows in order
+        if router.session_push is not None:
+            await router.session_push.close()
 
 
 async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
@@ -95,20 +102,68 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         raise ModeError(str(exc)) from exc
     host, port = sock.getsockname()[:2]
     async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
-        server, _ = build_server(services)
+        server, router = build_server(services)
         engine = services.engine
-        app = build_http_app(server, host=settings.host, readiness=engine.readiness if engine is not None else None)
+        app = build_http_app(
+            server,
+            host=settings.host,
+            readiness=engine.readiness if engine is not None else None,
+            authenticate=token_authenticator(services.tokens),
+            push_hub=services.push,
+            push_store=services.alerts.store if services.alerts is not None else None,
+            keepalive_s=settings.sse_keepalive_s,
+            status=lambda: daemon_status(services),
+        )
         http = make_server(app)
         stop_on_signals(http)
         shown = f"[{host}]" if ":" in host else host
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
         if sim:
             print(f"Exchange simulator at {settings.binance_rest_url} (control API: /sim/v1/...)", flush=True)
+            if services.tokens is not None:
+                token = await demo_token(services.tokens)
+                print(f"Demo bearer token (this run only): {token}", flush=True)
         if engine is not None:
             markets = ", ".join(f"{s} {i}" for s in settings.symbols for i in settings.intervals)
             print(f"Live engine following {markets}; readiness at http://{shown}:{port}/readyz", flush=True)
         log.info("mcp_http_started", host=host, port=port, trade=trade, **describe_endpoints(settings))
-        await http.serve(sockets=[sock])
+        try:
+            await http.serve(sockets=[sock])
+        finally:
+            if router.session_push is not None:
+                await router.session_push.close()
+
+
+def daemon_status(services: Services) -> dict[str, Any]:
+    """GET /status: the engine's markets and connections, the alert engine's counters."""
+    out: dict[str, Any] = {}
+    if services.engine is not None:
+        out["engine"] = services.engine.status()
+    if services.alerts is not None:
+        out["alerts"] = services.alerts.evaluator.status()
+    if services.push is not None:
+        out["push_streams"] = services.push.stream_count()
+    return out
+
+
+def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-def]
+    """Bearer token → principal through the token store (None: nothing authenticates)."""
+    if tokens is None:
+        return None
+
+    async def authenticate(token: str) -> str | None:
+        info = await tokens.verify(token)
+        return None if info is None else info.principal
+
+    return authenticate
+
+
+async def demo_token(tokens: TokenStore) -> str:
+    """A fresh token for the offline demo (--sim); the previous demo token is revoked."""
+    with contextlib.suppress(TokenError):
+        await tokens.revoke(DEMO_TOKEN_NAME)
+    token, _ = await tokens.create(DEMO_TOKEN_NAME)
+    return token
 
 
 def fail(message: str) -> int:

@@ -12,13 +12,19 @@ from typing import Any
 import aiohttp
 
 from config import Settings
+from daemon.alerts_runtime import running_alerts
+from daemon.database import open_database
 from daemon.engine_runtime import running_engine
+from daemon.supervisor import Supervisor
 from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
 from engine.charts.service import BarsSource, ChartRenderer, ChartService
 from engine.engine_bars import EngineFirstBars
 from engine.indicators.external.sources import ExternalSources
 from engine.live import LiveEngine
+from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData
+from engine.market_data.symbol_directory import SymbolDirectory
+from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
 
 
@@ -89,10 +95,21 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
     """
     async with contextlib.AsyncExitStack() as stack:
         settings = await stack.enter_async_context(simulated_exchange(settings, sim))
+        db = await stack.enter_async_context(open_database(settings))
+        supervisor = await stack.enter_async_context(Supervisor())
         session = await stack.enter_async_context(aiohttp.ClientSession())
         engine = await stack.enter_async_context(running_engine(settings, session=session)) if trade else None
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
-        yield settings, Services(charts=charts, max_bars=settings.max_bars, engine=engine)
+        services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
+        if engine is not None:
+            directory = SymbolDirectory(
+                BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
+            )
+            runtime = await stack.enter_async_context(
+                running_alerts(settings, db=db, engine=engine, symbols=directory, supervisor=supervisor)
+            )
+            services.alerts, services.push = runtime.service, runtime.hub
+        yield settings, services
 
 
 def describe_endpoints(settings: Settings) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 
@@ -53,7 +53,9 @@ class IndicatorsUpdated:
     """The engine recomputed the indicators of one window after the bar at ``bar_time`` closed.
 
     ``indicators`` lists the request keys that were recomputed; ``signals`` the
-    ``(indicator key, label)`` pairs confirmed on that newest closed bar.
+    ``(indicator key, label)`` pairs confirmed on that newest closed bar, and ``hits`` the
+    same signals with the indicator instance's identity (canonical name and params, as
+    returned by ``register_indicator``) and the signal's value.
     """
 
     symbol: str
@@ -61,6 +63,16 @@ class IndicatorsUpdated:
     bar_time: int
     indicators: tuple[str, ...]
     signals: tuple[tuple[str, str], ...] = ()
+    hits: tuple[SignalHit, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SignalHit:
+    """A signal confirmed on the newest closed bar: which indicator instance, which label, its value."""
+
+    request: Hashable
+    label: str
+    value: float
 
 
 @dataclass(frozen=True, slots=True)

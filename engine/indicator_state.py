@@ -20,7 +20,7 @@ import numpy as np
 import structlog
 
 from engine.bars import Bars
-from engine.events import EventBus, IndicatorsUpdated
+from engine.events import EventBus, IndicatorsUpdated, SignalHit
 from engine.indicators.base import ComputeContext
 from engine.indicators.model import Fill, Histogram, Line, PanelResult
 from engine.indicators.registry import IndicatorRequest
@@ -205,6 +205,7 @@ class IndicatorEngine:
         last = bars.time_of(len(bars) - 1)
         names: list[str] = []
         signals: list[tuple[str, str]] = []
+        hits: list[SignalHit] = []
         for req in list(wi.requests.values()):
             try:
                 result = await self.compute_one(key, req, bars)
@@ -218,11 +219,14 @@ class IndicatorEngine:
                 return
             wi.store(req, CachedResult(summary_view(result), len(bars), last))
             names.append(req.key)
-            signals.extend((req.key, s.label) for s in on_newest_bar(result, bars))
+            rid = request_id(req)
+            for s in on_newest_bar(result, bars):
+                signals.append((req.key, s.label))
+                hits.append(SignalHit(rid, s.label, s.value))
             await asyncio.sleep(0)
         self.updates += 1
         if last is not None:
-            self._bus.publish(IndicatorsUpdated(key[0], key[1], last, tuple(names), tuple(signals)))
+            self._bus.publish(IndicatorsUpdated(key[0], key[1], last, tuple(names), tuple(signals), tuple(hits)))
 
     async def results_for(
         self, key: Key, requests: Sequence[IndicatorRequest], bars: Bars

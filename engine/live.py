@@ -171,6 +171,11 @@ class LiveEngine:
         p = self.sync.last_prices.get(symbol.upper())
         return None if p is None else p[0]
 
+    def exchange_time_ms(self, symbol: str) -> int | None:
+        """The exchange's event time of the latest update seen for ``symbol`` (its clock, not ours)."""
+        p = self.sync.last_prices.get(symbol.upper())
+        return None if p is None else p[1]
+
     def is_stale(self, symbol: str, interval: str) -> bool:
         st = self._state(symbol, interval)
         return st is None or st.stale

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from mcp.server.lowlevel import Server
@@ -28,6 +28,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from alerts.push import PushHub
+from alerts.store import AlertStore
+from mcp_bridge.identity import SCOPE_KEY
+from mcp_bridge.push_sse import serve_push_stream
 from mcp_bridge.server import SERVER_VERSION
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -100,16 +104,89 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
+Authenticate = Callable[[str], Awaitable["str | None"]]
+"""Bearer token → principal (None for an unknown, revoked or expired token)."""
+
+OPEN_METHODS = frozenset({"initialize", "tools/list"})
+"""Methods chartgen serves without a bearer token (contract §1.4)."""
+WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
+
+
+def _methods(message: Any) -> list[Any]:
+    items = message if isinstance(message, list) else [message]
+    return [m.get("method") if isinstance(m, dict) else None for m in items]
+
+
+def _request_id(message: Any) -> Any:
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization")
+    if value is None:
+        return None
+    return value[len("Bearer ") :].strip() if value.startswith("Bearer ") else ""
+
+
 class McpEndpoint:
     """The ASGI endpoint behind /mcp and its aliases."""
 
-    def __init__(self, stateful: StreamableHTTPSessionManager, stateless: StreamableHTTPSessionManager) -> None:
+    def __init__(
+        self,
+        stateful: StreamableHTTPSessionManager,
+        stateless: StreamableHTTPSessionManager,
+        *,
+        authenticate: Authenticate | None = None,
+        push_hub: PushHub | None = None,
+        push_store: AlertStore | None = None,
+        keepalive_s: float = 30.0,
+    ) -> None:
         self.stateful = stateful
         self.stateless = stateless
+        self.authenticate = authenticate
+        self.push_hub = push_hub
+        self.push_store = push_store
+        self.keepalive_s = keepalive_s
+
+    async def _principal(self, request: Request) -> tuple[str | None, str | None]:
+        """(principal, None) for a valid token; (None, reason) for a missing or bad one."""
+        token = _bearer(request)
+        if token is None:
+            return None, "Missing Authorization header"
+        if self.authenticate is None:
+            return None, "Invalid or expired token"
+        principal = await self.authenticate(token) if token else None
+        return (principal, None) if principal is not None else (None, "Invalid or expired token")
+
+    async def _get_stream(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
+        session_id = request.headers.get("mcp-session-id")
+        principal, problem = await self._principal(request) if self.authenticate is not None else ("anonymous", None)
+        if principal is None:
+            resp = Response(
+                problem or "Invalid or expired token",
+                status_code=401,
+                media_type="text/plain",
+                headers={"www-authenticate": WWW_AUTHENTICATE},
+            )
+            await resp(scope, receive, send)
+            return
+        await serve_push_stream(
+            scope,
+            receive,
+            send,
+            principal=principal,
+            hub=self.push_hub,
+            store=self.push_store,
+            session_id=session_id,
+            keepalive_s=self.keepalive_s,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         session_id = request.headers.get("mcp-session-id")
+        if request.method == "GET":
+            await self._get_stream(scope, receive, send, request)
+            return
         if request.method != "POST":
             await self.stateful.handle_request(scope, receive, send)
             return
@@ -128,6 +205,18 @@ class McpEndpoint:
             resp = _rpc_error(400, -32700, f"Parse error: {exc}", session_id)
             await resp(scope, receive, send)
             return
+        if self.authenticate is not None:
+            needs_auth = any(m not in OPEN_METHODS for m in _methods(message))
+            if needs_auth or request.headers.get("authorization") is not None:
+                principal, problem = await self._principal(request)
+                if principal is None:
+                    resp = _rpc_error(
+                        401, -32000, problem or "Invalid or expired token", session_id, _request_id(message)
+                    )
+                    resp.headers["www-authenticate"] = WWW_AUTHENTICATE
+                    await resp(scope, receive, send)
+                    return
+                scope = {**scope, SCOPE_KEY: principal}
         # The SDK answers JSON when asked for JSON; chartgen clients may omit Accept and Content-Type.
         scope = _with_header(scope, b"accept", b"application/json, text/event-stream")
         scope = _with_header(scope, b"content-type", b"application/json")
@@ -155,6 +244,11 @@ def build_http_app(
     host: str = "127.0.0.1",
     allowed_hosts: list[str] | None = None,
     readiness: Readiness | None = None,
+    authenticate: Authenticate | None = None,
+    push_hub: PushHub | None = None,
+    push_store: AlertStore | None = None,
+    keepalive_s: float = 30.0,
+    status: Callable[[], dict[str, Any]] | None = None,
 ) -> Starlette:
     """The Starlette app serving MCP and the health routes; run it with uvicorn in the daemon's loop.
 
@@ -168,7 +262,14 @@ def build_http_app(
     stateless = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True, security_settings=security, max_request_body_size=MAX_BODY_BYTES
     )
-    endpoint = McpEndpoint(stateful, stateless)
+    endpoint = McpEndpoint(
+        stateful,
+        stateless,
+        authenticate=authenticate,
+        push_hub=push_hub,
+        push_store=push_store,
+        keepalive_s=keepalive_s,
+    )
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -189,6 +290,13 @@ def build_http_app(
         body = {"status": "ready" if ready else "not_ready", "reasons": reasons}
         return JSONResponse(body, status_code=200 if ready else 503)
 
+    async def status_route(request: Request) -> Response:
+        if authenticate is not None:
+            principal, problem = await endpoint._principal(request)
+            if principal is None:
+                return Response(problem, status_code=401, headers={"www-authenticate": WWW_AUTHENTICATE})
+        return JSONResponse(status() if status is not None else {})
+
     async def favicon(request: Request) -> Response:
         return Response(_FAVICON, media_type="image/svg+xml")
 
@@ -201,6 +309,7 @@ def build_http_app(
         Route("/", health, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/status", status_route, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/favicon.svg", favicon, methods=["GET"]),
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),

@@ -18,6 +18,9 @@ import structlog
 from mcp.server.lowlevel import Server
 
 from mcp_bridge.errors import ToolError
+from mcp_bridge.identity import bind_principal, principal_of, reset_principal
+from mcp_bridge.session_push import SessionPush
+from mcp_bridge.tokens import STDIO_PRINCIPAL
 from mcp_bridge.tool_specs import TOOLS
 from mcp_bridge.tools import Services, build_handlers
 
@@ -41,14 +44,25 @@ class ToolRouter:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.handlers = build_handlers()
+        self.session_push: SessionPush | None = None
+        if services.alerts is not None and services.push is not None:
+            self.session_push = SessionPush(services.push, services.alerts.store)
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    def attach_session(self, ctx: Any) -> None:
+        """A stdio session's first request: start pushing its notifications on it."""
+        if self.session_push is not None and getattr(ctx, "request", None) is None:
+            self.session_push.attach(ctx, STDIO_PRINCIPAL)
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, principal: str | None = STDIO_PRINCIPAL
+    ) -> types.CallToolResult:
         handler = self.handlers.get(name)
         if handler is None:
             return _error(f"Unknown tool: {name}")
         request_id = uuid.uuid4().hex[:12]
         started = time.perf_counter()
         outcome = "ok"
+        bound = bind_principal(principal)
         with structlog.contextvars.bound_contextvars(request_id=request_id, tool=name):
             try:
                 content = await handler(self.services, dict(arguments or {}))
@@ -61,6 +75,7 @@ class ToolRouter:
                 log.exception("tool_failed")
                 return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
             finally:
+                reset_principal(bound)
                 log.info("tool_call", outcome=outcome, duration_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
@@ -69,10 +84,12 @@ def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
     router = ToolRouter(services)
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        router.attach_session(ctx)
         return types.ListToolsResult(tools=list(TOOLS))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await router.call(params.name, params.arguments)
+        router.attach_session(ctx)
+        return await router.call(params.name, params.arguments, principal_of(ctx))
 
     server: Server[Any] = Server(
         SERVER_NAME,

@@ -175,7 +175,33 @@ TOOLS: tuple[types.Tool, ...] = (
             "Create a one-shot alert on a price level or an indicator signal. It fires once, then is removed; "
             "fired alerts are delivered by get_notifications and to push subscribers."
         ),
-        input_schema=_obj({"symbol": {"type": "string"}, "condition": _CONDITION}, ["symbol", "condition"]),
+        input_schema=_obj(
+            {
+                "symbol": {"type": "string", "description": "Exchange symbol, e.g. BTCUSDT"},
+                "condition": _CONDITION,
+                "interval": {
+                    "type": "string",
+                    "description": "Bars an indicator alert (or a trigger=close price alert) watches; "
+                    "default the engine's first interval",
+                },
+                "trigger": {
+                    "type": "string",
+                    "enum": ["touch", "close"],
+                    "description": "Price alerts: touch (default) fires on any trade reaching the level; "
+                    "close on a closed bar's close",
+                },
+                "params": {
+                    "type": "object",
+                    "description": 'Indicator parameters for indicator_signal, e.g. {"length": 21}',
+                },
+                "expires_at": {
+                    "type": "string",
+                    "description": "RFC 3339 time after which the alert is dropped unfired",
+                },
+                "note": {"type": "string", "description": "Free text returned with the notification (max 500 chars)"},
+            },
+            ["symbol", "condition"],
+        ),
         annotations=_WRITE,
     ),
     types.Tool(

@@ -8,7 +8,10 @@ from typing import Any
 
 import mcp_types as types
 
+from alerts.push import PushHub
+from alerts.service import AlertService
 from engine.charts.service import ChartService
+from mcp_bridge.tokens import TokenStore
 
 ToolResult = list[types.TextContent | types.ImageContent]
 Handler = Callable[["Services", dict[str, Any]], Awaitable[ToolResult]]
@@ -22,3 +25,9 @@ class Services:
     max_bars: int = 5000
     engine: Any = None
     """The live market engine (``--trade``), or None."""
+    alerts: AlertService | None = None
+    """Alerts and notifications (``--trade``), or None."""
+    push: PushHub | None = None
+    """Open notification streams (``--trade``), or None."""
+    tokens: TokenStore | None = None
+    """Bearer tokens (HTTP authentication), or None when nothing authenticates."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mcp_bridge.tool_specs import TOOL_NAMES
 from mcp_bridge.tools import charting, trading
+from mcp_bridge.tools.alerting import ALERT_HANDLERS
 from mcp_bridge.tools.context import Handler
 
 
@@ -15,7 +16,7 @@ def build_handlers() -> dict[str, Handler]:
         "get_indicators": charting.get_indicators,
     }
     for name in trading.TRADING_TOOLS:
-        table[name] = trading.not_available(name)
+        table[name] = ALERT_HANDLERS.get(name) or trading.not_available(name)
     missing = set(TOOL_NAMES) - set(table)
     if missing:
         raise RuntimeError(f"tools without a handler: {sorted(missing)}")

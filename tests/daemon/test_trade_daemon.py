@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,47 +15,20 @@ from mcp import Client
 from engine.indicators.registry import parse_requests
 from engine.indicators.runner import compute_sync
 from engine.market_data.binance_rest import rows_to_bars
+from tests.support.daemon_proc import mcp_client, start_daemon
 
 
 @pytest.fixture
-async def daemon() -> AsyncIterator[dict[str, str]]:
-    """The daemon as a subprocess; yields its MCP URL and its simulator's URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTGEN_")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "daemon",
-        "--serve",
-        "--trade",
-        "--sim",
-        "--clock",
-        "manual",
-        "--port",
-        "0",
-        "-s",
-        "BTCUSDT,ETHUSDT",
-        "-i",
-        "1h",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+async def daemon(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
+    """The daemon as a subprocess; yields its MCP URL, its simulator's URL and the demo token."""
+    proc = await start_daemon(
+        ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT,ETHUSDT", "-i", "1h"], data_dir=tmp_path
     )
-    assert proc.stdout is not None
-    urls: dict[str, str] = {}
     try:
-        async with asyncio.timeout(60):
-            while len(urls) < 2:
-                line = (await proc.stdout.readline()).decode()
-                assert line, "daemon exited before printing its URLs"
-                if m := re.match(r"MCP server listening on (\S+)", line):
-                    urls["mcp"] = m.group(1)
-                if m := re.match(r"Exchange simulator at (\S+)", line):
-                    urls["sim"] = m.group(1)
-        yield urls
+        assert proc.sim_url is not None and proc.token is not None
+        yield {"mcp": proc.mcp_url, "sim": proc.sim_url, "token": proc.token}
     finally:
-        proc.terminate()
-        async with asyncio.timeout(30):
-            await proc.wait()
+        await proc.stop()
 
 
 async def _ready(base: str, http: aiohttp.ClientSession) -> None:
@@ -80,7 +51,7 @@ async def test_get_indicators_answers_from_the_engine_and_tracks_closed_bars(dae
     base = daemon["mcp"].removesuffix("/mcp")
     async with aiohttp.ClientSession() as http:
         await _ready(base, http)
-        async with Client(daemon["mcp"], read_timeout_seconds=60) as client:
+        async with mcp_client(daemon["mcp"], daemon["token"]) as client:
             first = await _engine_payload(client, {"symbol": "BTCUSDT", "interval": "1h", "indicators": ["rsi"]})
             assert first["source"] == "engine_cache" and first["bars"] == 1000 and first["stale"] is False
 

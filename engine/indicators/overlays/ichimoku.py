@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.bars import Bars, FloatArray
+from engine.bars import Bars
 from engine.indicators import colors
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, Line, PanelResult

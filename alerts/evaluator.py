@@ -1,0 +1,304 @@
+"""Evaluating alerts against engine events and firing them exactly once.
+
+The evaluator keeps the in-memory indexes of the active alerts (the store is the truth and
+rebuilds them at start): ``touch`` price alerts in a :class:`PriceBook` keyed by symbol and
+checked on every tick; ``close`` price alerts in a book keyed by ``SYMBOL interval`` and
+checked on each closed bar; indicator-signal alerts indexed by (symbol, interval,
+indicator instance, label) and checked against the signals of the newest closed bar only.
+A bar or signal counts only if the bar closed after the alert was created, so a signal
+already on the chart never fires a new alert.
+
+Firing takes the crossed alerts out of the index, commits them through
+:meth:`AlertStore.fire` (one transaction), then publishes their push frames and writes
+their audit lines.  If the commit fails the alerts go back into the index and fire on a
+later event; a crash before the commit loses nothing (the alerts are still in the store)
+and a crash after it cannot fire them again (they are gone from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from alerts.models import Alert, Firing
+from alerts.price_book import Crossed, PriceBook
+from alerts.push import PushHub
+from alerts.store import AlertStore, Fired
+from engine.events import BarClosed, IndicatorsUpdated, Lagged, Tick
+from engine.indicators.registry import IndicatorRequest, parse_requests
+from engine.market_data.intervals import interval_seconds
+
+log = structlog.get_logger(__name__)
+
+AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
+
+
+class AlertMarket(Protocol):
+    """What the evaluator needs from the live engine (LiveEngine satisfies it)."""
+
+    def follow(self, symbol: str, interval: str) -> Any: ...
+    def unfollow(self, symbol: str, interval: str) -> None: ...
+    def register_indicator(self, symbol: str, interval: str, request: IndicatorRequest) -> Hashable: ...
+    def subscribe(self, kinds: Any = None, *, symbols: Any = None, maxsize: int | None = None) -> Any: ...
+    def last_price(self, symbol: str) -> float | None: ...
+    def exchange_time_ms(self, symbol: str) -> int | None: ...
+
+
+def _rust_float(x: float | None) -> str:
+    """Rust's ``{:?}`` of an f64 (``50000.0``, ``0.85``, ``1e20``), as chartgen writes it."""
+    if x is None:
+        return "NaN"
+    text = repr(float(x))
+    return text.replace("e+", "e")
+
+
+def audit_line(alert: Alert, fired_at: float) -> str:
+    """chartgen's trades.log line for a fired alert (contract §5.8)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fired_at))
+    if alert.kind == "price_above":
+        cond = f"PriceAbove({_rust_float(alert.threshold)})"
+    elif alert.kind == "price_below":
+        cond = f"PriceBelow({_rust_float(alert.threshold)})"
+    else:
+        cond = f'IndicatorSignal {{ indicator: "{alert.indicator}", signal: "{alert.signal}" }}'
+    return f"{stamp} ALERT_TRIGGERED id={alert.id} {cond} {alert.symbol} {alert.interval}"
+
+
+def _armed(alert: Alert) -> float:
+    """When the alert started watching, on the exchange's clock (wall clock if the exchange's was unknown)."""
+    return alert.armed_at if alert.armed_at is not None else alert.created_at
+
+
+def _close_key(symbol: str, interval: str) -> str:
+    return f"{symbol} {interval}"
+
+
+class AlertEvaluator:
+    """Active-alert indexes, the engine event loop, and exactly-once firing."""
+
+    def __init__(
+        self,
+        store: AlertStore,
+        market: AlertMarket,
+        hub: PushHub,
+        audit: AuditWriter | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        queue_size: int = 100_000,
+    ) -> None:
+        self.store = store
+        self.market = market
+        self.hub = hub
+        self._audit = audit
+        self._clock = clock
+        self._queue_size = queue_size
+        self.touch = PriceBook()
+        self.close = PriceBook()
+        self._close_created: dict[str, float] = {}
+        self._signals: dict[tuple[str, str], dict[tuple[Hashable, str], dict[str, float]]] = defaultdict(dict)
+        self._requests: dict[str, Hashable] = {}
+        self.fired = 0
+        self.lagged = 0
+        self.evaluated: dict[str, int] = {}
+        """Per ``SYMBOL interval``: open time of the newest bar whose signals were checked."""
+        self._fire_lock = asyncio.Lock()
+
+    # --- index maintenance ---------------------------------------------------------------
+    def index(self, alert: Alert, request: IndicatorRequest | None = None) -> None:
+        """Add an active alert to the indexes and make the engine follow its market."""
+        self.market.follow(alert.symbol, alert.interval)
+        if alert.kind == "indicator_signal":
+            if request is None:
+                (request,) = parse_requests([{"name": alert.indicator_name or alert.indicator, **alert.params}])
+            rid = self.market.register_indicator(alert.symbol, alert.interval, request)
+            self._requests[alert.id] = rid
+            per = self._signals[(alert.symbol, alert.interval)]
+            per.setdefault((rid, alert.signal or ""), {})[alert.id] = _armed(alert)
+        elif alert.trigger == "close":
+            self.close.add(
+                _close_key(alert.symbol, alert.interval), alert.kind == "price_above", alert.threshold or 0.0, alert.id
+            )
+            self._close_created[alert.id] = _armed(alert)
+        else:
+            self.touch.add(alert.symbol, alert.kind == "price_above", alert.threshold or 0.0, alert.id)
+
+    def index_many(self, alerts: Sequence[Alert]) -> None:
+        """Bulk index at start-up (touch alerts are sorted once, not inserted one by one)."""
+        bulk: list[tuple[str, bool, float, str]] = []
+        for a in alerts:
+            if a.kind != "indicator_signal" and a.trigger == "touch":
+                self.market.follow(a.symbol, a.interval)
+                bulk.append((a.symbol, a.kind == "price_above", a.threshold or 0.0, a.id))
+            else:
+                self.index(a)
+        self.touch.bulk_load(bulk)
+
+    def unindex(self, alert: Alert) -> None:
+        """Remove an alert that ended (cancelled, expired, fired) and release its market."""
+        if alert.kind == "indicator_signal":
+            rid = self._requests.pop(alert.id, None)
+            per = self._signals.get((alert.symbol, alert.interval))
+            if per is not None and rid is not None:
+                ids = per.get((rid, alert.signal or ""))
+                if ids is not None:
+                    ids.pop(alert.id, None)
+                    if not ids:
+                        del per[(rid, alert.signal or "")]
+                if not per:
+                    del self._signals[(alert.symbol, alert.interval)]
+        elif alert.trigger == "close":
+            self.close.remove(
+                _close_key(alert.symbol, alert.interval), alert.kind == "price_above", alert.threshold or 0.0, alert.id
+            )
+            self._close_created.pop(alert.id, None)
+        else:
+            self.touch.remove(alert.symbol, alert.kind == "price_above", alert.threshold or 0.0, alert.id)
+        self.market.unfollow(alert.symbol, alert.interval)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "active": self.active_count,
+            "fired": self.fired,
+            "lagged_events": self.lagged,
+            "signals_checked": dict(self.evaluated),
+        }
+
+    @property
+    def active_count(self) -> int:
+        signals = sum(len(ids) for per in self._signals.values() for ids in per.values())
+        return len(self.touch) + len(self.close) + signals
+
+    # --- evaluation ----------------------------------------------------------------------
+    def crossed_by_tick(self, tick: Tick) -> list[Crossed]:
+        return self.touch.take_crossed(tick.symbol, tick.price)
+
+    async def on_tick(self, tick: Tick) -> list[Fired]:
+        crossed = self.touch.take_crossed(tick.symbol, tick.price)
+        if not crossed:
+            return []
+        now = self._clock()
+        firings = [
+            Firing(alert_id=c.alert_id, value=tick.price, triggered_at=now, bar_time=tick.bar_time or None)
+            for c in crossed
+        ]
+        return await self._fire(firings, lambda: self.touch.put_back(tick.symbol, crossed))
+
+    async def on_bar_closed(self, bar: BarClosed) -> list[Fired]:
+        key = _close_key(bar.symbol, bar.interval)
+        crossed = self.close.take_crossed(key, bar.close)
+        if not crossed:
+            return []
+        closed_at = bar.time + interval_seconds(bar.interval)
+        early = [c for c in crossed if self._close_created.get(c.alert_id, 0.0) >= closed_at]
+        if early:
+            self.close.put_back(key, early)
+            crossed = [c for c in crossed if c not in early]
+            if not crossed:
+                return []
+        now = self._clock()
+        firings = [Firing(alert_id=c.alert_id, value=bar.close, triggered_at=now, bar_time=bar.time) for c in crossed]
+        return await self._fire(firings, lambda: self.close.put_back(key, crossed))
+
+    async def on_indicators(self, event: IndicatorsUpdated) -> list[Fired]:
+        self.evaluated[f"{event.symbol} {event.interval}"] = event.bar_time
+        per = self._signals.get((event.symbol, event.interval))
+        if not per or not event.hits:
+            return []
+        closed_at = event.bar_time + interval_seconds(event.interval)
+        firings: list[Firing] = []
+        now = self._clock()
+        for hit in event.hits:
+            ids = per.get((hit.request, hit.label))
+            if not ids:
+                continue
+            for alert_id, created in list(ids.items()):
+                if created < closed_at:
+                    firings.append(
+                        Firing(alert_id=alert_id, value=hit.value, triggered_at=now, bar_time=event.bar_time)
+                    )
+        if not firings:
+            return []
+        return await self._fire(firings, lambda: None)
+
+    async def _fire(self, firings: list[Firing], restore: Callable[[], None]) -> list[Fired]:
+        async with self._fire_lock:
+            try:
+                fired = await self.store.fire(firings)
+            except Exception:
+                restore()
+                log.exception("alert_fire_failed", alerts=len(firings))
+                raise
+        fired_ids = {f.alert.id for f in fired}
+        for f in fired:
+            self.fired += 1
+            if f.push_seq is not None and f.push_data is not None:
+                self.hub.publish(f.alert.principal, f.push_seq, f.push_data)
+            if f.alert.kind == "indicator_signal" or f.alert.trigger == "close":
+                self.unindex(f.alert)
+            else:
+                self.market.unfollow(f.alert.symbol, f.alert.interval)
+        missing = [f.alert_id for f in firings if f.alert_id not in fired_ids]
+        if missing:
+            log.debug("alert_already_gone", alerts=len(missing))
+        if fired:
+            log.info("alerts_fired", count=len(fired), first=fired[0].alert.id)
+            await self.write_audit()
+        return fired
+
+    async def write_audit(self) -> None:
+        """Append trades.log lines for fired alerts not yet logged (also run at start-up)."""
+        if self._audit is None:
+            return
+        pending = await self.store.unlogged()
+        if not pending:
+            return
+        await self._audit([audit_line(alert, at) for _, at, alert in pending])
+        await self.store.mark_logged([aid for aid, _, _ in pending])
+
+    # --- the event loop ------------------------------------------------------------------
+    async def run(self) -> None:
+        """Consume engine events until cancelled (the daemon supervises and restarts this task)."""
+        sub = self.market.subscribe((Tick, BarClosed, IndicatorsUpdated), maxsize=self._queue_size)
+        try:
+            async for event in sub:
+                try:
+                    if isinstance(event, Tick):
+                        await self.on_tick(event)
+                    elif isinstance(event, BarClosed):
+                        await self.on_bar_closed(event)
+                    elif isinstance(event, IndicatorsUpdated):
+                        await self.on_indicators(event)
+                    elif isinstance(event, Lagged):
+                        self.lagged += event.dropped
+                        log.warning("alert_evaluator_lagged", dropped=event.dropped)
+                        await self.resync_prices()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("alert_event_failed", event=type(event).__name__)
+        finally:
+            sub.close()
+
+    async def resync_prices(self) -> None:
+        """After dropped events, check every touch book against the engine's latest prices."""
+        for symbol in self.touch.markets():
+            price = self.market.last_price(symbol)
+            if price is not None:
+                await self.on_tick(Tick(symbol, "", price, int(self._clock() * 1000), 0))
+
+    async def expire_due(self) -> int:
+        """Remove alerts whose expires_at has passed (periodic job); returns how many."""
+        now = self._clock()
+        count = 0
+        for alert_id in await self.store.expired(now):
+            alert = await self.store.remove(None, alert_id, "expired", now)
+            if alert is not None:
+                self.unindex(alert)
+                count += 1
+                log.info("alert_expired", alert_id=alert_id)
+        return count

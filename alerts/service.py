@@ -1,0 +1,147 @@
+"""The alert tools' operations for one principal: set, list, cancel, notifications, subscriptions.
+
+Every operation is scoped to the calling principal (a token's identity, or the stdio
+session): one client can neither see, cancel nor drain another's alerts, notifications
+or subscription.  Results are the wire shapes of chartgen's tools (contract §2.9-2.15)
+with our additions (interval, trigger, expiry, note, bar_time).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from alerts.evaluator import AlertEvaluator
+from alerts.models import ALERT_KINDS, Alert, Subscription
+from alerts.push import PushHub
+from alerts.requests import AlertInputError, parse_filter, parse_set_alert
+from alerts.store import AlertStore
+from engine.market_data.errors import MarketDataError
+
+log = structlog.get_logger(__name__)
+
+SymbolCheck = Callable[[str], Awaitable[str | None]]
+"""Returns None when the exchange lists the symbol, else a message for the caller."""
+
+
+class AlertService:
+    """Alert and notification operations behind the MCP tools."""
+
+    def __init__(
+        self,
+        store: AlertStore,
+        evaluator: AlertEvaluator,
+        hub: PushHub,
+        *,
+        default_interval: str,
+        check_symbol: SymbolCheck | None = None,
+        max_alerts_per_principal: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.evaluator = evaluator
+        self.hub = hub
+        self.default_interval = default_interval
+        self._check_symbol = check_symbol
+        self.max_alerts = max_alerts_per_principal
+        self._clock = clock
+
+    async def start(self) -> int:
+        """Index every stored alert (start-up); writes audit lines a crash left unwritten."""
+        alerts = await self.store.active()
+        self.evaluator.index_many(alerts)
+        await self.evaluator.write_audit()
+        log.info("alerts_loaded", count=len(alerts))
+        return len(alerts)
+
+    async def set_alert(self, principal: str, args: dict[str, Any]) -> dict[str, Any]:
+        now = self._clock()
+        spec = parse_set_alert(args, now)
+        if self._check_symbol is not None:
+            try:
+                problem = await self._check_symbol(spec.symbol)
+            except MarketDataError as exc:
+                raise AlertInputError(f"cannot check symbol {spec.symbol} against the exchange: {exc}") from None
+            if problem is not None:
+                raise AlertInputError(problem)
+        if await self.store.count_of(principal) >= self.max_alerts:
+            raise AlertInputError(
+                f"you have {self.max_alerts} active alerts, the most allowed; cancel some with cancel_alert first"
+            )
+        alert = Alert(
+            id=str(uuid.uuid4()),
+            principal=principal,
+            symbol=spec.symbol,
+            interval=spec.interval or self.default_interval,
+            kind=spec.kind,
+            threshold=spec.threshold,
+            indicator=spec.indicator,
+            indicator_name=spec.request.definition.name if spec.request is not None else None,
+            params=spec.params,
+            signal=spec.signal,
+            trigger=spec.trigger,
+            created_at=now,
+            armed_at=self._exchange_now(spec.symbol, now),
+            expires_at=spec.expires_at,
+            note=spec.note,
+        )
+        await self.store.insert(alert)
+        self.evaluator.index(alert, spec.request)
+        log.info("alert_set", alert_id=alert.id, symbol=alert.symbol, kind=alert.kind, interval=alert.interval)
+        return {"alert_id": alert.id}
+
+    def _exchange_now(self, symbol: str, now: float) -> float:
+        """The exchange's current time as the engine last saw it (the daemon's clock when unknown)."""
+        market_ms = self.evaluator.market.exchange_time_ms(symbol)
+        return now if market_ms is None else market_ms / 1000.0
+
+    async def list_alerts(self, principal: str) -> list[dict[str, Any]]:
+        return [a.listing() for a in await self.store.of_principal(principal)]
+
+    async def cancel_alert(self, principal: str, alert_id: Any) -> dict[str, Any]:
+        if alert_id is None or alert_id == "":
+            raise AlertInputError("alert_id is required")
+        if not isinstance(alert_id, str) or len(alert_id) > 64:
+            raise AlertInputError("alert_id must be the id string set_alert returned")
+        alert = await self.store.remove(principal, alert_id, "cancelled", self._clock())
+        if alert is None:
+            raise AlertInputError(f"alert not found: {alert_id}")
+        self.evaluator.unindex(alert)
+        log.info("alert_cancelled", alert_id=alert_id)
+        return {"ok": True}
+
+    async def get_notifications(self, principal: str) -> list[dict[str, Any]]:
+        return await self.store.drain(principal)
+
+    async def subscribe(self, principal: str, args: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(args) - {"symbols", "alert_types"}
+        if unknown:
+            raise AlertInputError(f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols and alert_types")
+        symbols = parse_filter("symbols", args.get("symbols"))
+        types = parse_filter("alert_types", args.get("alert_types"), allowed=ALERT_KINDS)
+        await self.store.subscribe(Subscription(principal=principal, symbols=symbols, alert_types=types), self._clock())
+        return {
+            "status": "subscribed",
+            "symbols": None if symbols is None else list(symbols),
+            "alert_types": None if types is None else list(types),
+        }
+
+    async def unsubscribe(self, principal: str) -> dict[str, Any]:
+        removed = await self.store.unsubscribe(principal)
+        return {"status": "unsubscribed" if removed else "not_found"}
+
+    async def list_subscriptions(self, principal: str) -> dict[str, Any]:
+        sub = await self.store.subscription(principal)
+        if sub is None:
+            return {"subscribed": False}
+        return {
+            "subscribed": True,
+            "symbols": None if sub.symbols is None else list(sub.symbols),
+            "alert_types": None if sub.alert_types is None else list(sub.alert_types),
+            "offline_queue_size": await self.store.offline_size(principal, self._clock()),
+            "connected": self.hub.connected(principal),
+        }

@@ -1,0 +1,399 @@
+"""The alert engine's SQLite tables and every state change on them, each in one transaction.
+
+Tables: ``alerts`` (active alerts), ``alert_events`` (audit: fired / cancelled / expired,
+primary key = alert id, so an alert ends exactly once), ``notifications`` (the poll queue
+of each principal, keyed by alert id), ``push_subscriptions`` and ``push_queue`` (each
+principal's push frames with their SSE sequence number; undelivered ones are the offline
+queue, delivered ones stay for ``Last-Event-ID`` replay until TTL or cap removes them).
+
+:meth:`AlertStore.fire` is the heart: it removes the alerts that still exist, records
+their audit rows, enqueues the poll notification and, for a matching subscription, the
+push frame — all in one transaction.  An alert that is already gone (fired by an earlier
+call, cancelled) is skipped, so firing is idempotent and exactly-once across crashes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
+from config.database import Database, Migrations
+
+MIGRATIONS = Migrations(
+    "alerts",
+    (
+        (
+            1,
+            """
+            CREATE TABLE alerts (
+                id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                symbol TEXT NOT NULL,
+                interval TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                record TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL
+            );
+            CREATE INDEX alerts_principal ON alerts (principal, created_at);
+            CREATE INDEX alerts_expiry ON alerts (expires_at) WHERE expires_at IS NOT NULL;
+            CREATE TABLE alert_events (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                outcome TEXT NOT NULL CHECK (outcome IN ('fired', 'cancelled', 'expired')),
+                at REAL NOT NULL,
+                value REAL,
+                bar_time INTEGER,
+                record TEXT NOT NULL,
+                logged INTEGER NOT NULL DEFAULT 0
+            );
+            CREATE INDEX alert_events_unlogged ON alert_events (logged) WHERE logged = 0;
+            CREATE TABLE notifications (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at REAL NOT NULL
+            );
+            CREATE INDEX notifications_principal ON notifications (principal, created_at);
+            CREATE TABLE push_subscriptions (
+                principal TEXT PRIMARY KEY,
+                symbols TEXT,
+                alert_types TEXT,
+                updated_at REAL NOT NULL
+            );
+            CREATE TABLE push_queue (
+                seq INTEGER PRIMARY KEY,
+                principal TEXT NOT NULL,
+                alert_id TEXT NOT NULL,
+                frame TEXT NOT NULL,
+                enqueued_at REAL NOT NULL,
+                delivered INTEGER NOT NULL DEFAULT 0,
+                UNIQUE (principal, alert_id)
+            );
+            CREATE INDEX push_queue_principal ON push_queue (principal, seq);
+            CREATE TABLE alert_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO alert_counters (name, value) VALUES ('push_seq', 0)
+            """,
+        ),
+    ),
+)
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """An alert that fired in a committed transaction, and its push frame if one was queued."""
+
+    alert: Alert
+    firing: Firing
+    push_seq: int | None
+    push_data: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedFrame:
+    seq: int
+    alert_id: str
+    data: str
+    enqueued_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """Bounds of the per-principal queues."""
+
+    push_cap: int = 1000
+    push_ttl_s: float = 3600.0
+    poll_cap: int = 10_000
+
+
+def _dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def _alert(record: str) -> Alert:
+    return Alert.model_validate_json(record)
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class AlertStore:
+    """Persistence of alerts, notifications and push queues (one database, owned tables)."""
+
+    def __init__(self, db: Database, limits: QueueLimits | None = None) -> None:
+        self.db = db
+        self.limits = limits or QueueLimits()
+
+    # --- alerts ----------------------------------------------------------------------
+    async def insert(self, alert: Alert) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    alert.id,
+                    alert.principal,
+                    alert.symbol,
+                    alert.interval,
+                    alert.kind,
+                    alert.model_dump_json(),
+                    alert.created_at,
+                    alert.expires_at,
+                ),
+            )
+
+    async def insert_many(self, alerts: Sequence[Alert]) -> None:
+        """Bulk insert (benchmarks, imports): one transaction."""
+        async with self.db.transaction() as tx:
+            await tx.executemany(
+                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (a.id, a.principal, a.symbol, a.interval, a.kind, a.model_dump_json(), a.created_at, a.expires_at)
+                    for a in alerts
+                ],
+            )
+
+    async def active(self) -> list[Alert]:
+        rows = await self.db.fetchall("SELECT record FROM alerts ORDER BY created_at")
+        return [_alert(r["record"]) for r in rows]
+
+    async def of_principal(self, principal: str) -> list[Alert]:
+        rows = await self.db.fetchall("SELECT record FROM alerts WHERE principal = ? ORDER BY created_at", (principal,))
+        return [_alert(r["record"]) for r in rows]
+
+    async def count_of(self, principal: str) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) AS n FROM alerts WHERE principal = ?", (principal,))
+        return int(row["n"]) if row is not None else 0
+
+    async def remove(self, principal: str | None, alert_id: str, outcome: str, now: float) -> Alert | None:
+        """Cancel or expire one alert (``principal`` None = any owner); None if it is not active."""
+        async with self.db.transaction() as tx:
+            sql = "SELECT record FROM alerts WHERE id = ?" + ("" if principal is None else " AND principal = ?")
+            args: tuple[Any, ...] = (alert_id,) if principal is None else (alert_id, principal)
+            async with tx.execute(sql, args) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                return None
+            alert = _alert(row["record"])
+            await tx.execute("DELETE FROM alerts WHERE id = ?", (alert_id,))
+            await tx.execute(
+                "INSERT OR IGNORE INTO alert_events (alert_id, principal, outcome, at, record) VALUES (?, ?, ?, ?, ?)",
+                (alert.id, alert.principal, outcome, now, row["record"]),
+            )
+        return alert
+
+    async def expired(self, now: float) -> list[str]:
+        rows = await self.db.fetchall("SELECT id FROM alerts WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,))
+        return [r["id"] for r in rows]
+
+    # --- firing ----------------------------------------------------------------------
+    async def fire(self, firings: Sequence[Firing]) -> list[Fired]:
+        """Fire every alert of ``firings`` that is still active, atomically; returns what fired, in order."""
+        if not firings:
+            return []
+        by_id = {f.alert_id: f for f in firings}
+        order = list(by_id)
+        async with self.db.transaction() as tx:
+            records: dict[str, str] = {}
+            for chunk in _chunks(order):
+                marks = ",".join("?" * len(chunk))
+                async with tx.execute(f"SELECT id, record FROM alerts WHERE id IN ({marks})", list(chunk)) as cur:
+                    for row in await cur.fetchall():
+                        records[row["id"]] = row["record"]
+            live = [aid for aid in order if aid in records]
+            if not live:
+                return []
+            alerts = {aid: _alert(records[aid]) for aid in live}
+            principals = sorted({a.principal for a in alerts.values()})
+            subs: dict[str, Subscription] = {}
+            for chunk in _chunks(principals):
+                marks = ",".join("?" * len(chunk))
+                async with tx.execute(
+                    f"SELECT * FROM push_subscriptions WHERE principal IN ({marks})", list(chunk)
+                ) as cur:
+                    for row in await cur.fetchall():
+                        subs[row["principal"]] = _subscription(row)
+            pushed = [
+                aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])
+            ]
+            seqs: dict[str, int] = {}
+            if pushed:
+                async with tx.execute(
+                    "UPDATE alert_counters SET value = value + ? WHERE name = 'push_seq' RETURNING value",
+                    (len(pushed),),
+                ) as cur:
+                    row = await cur.fetchone()
+                last = int(row[0])
+                seqs = {aid: last - len(pushed) + 1 + i for i, aid in enumerate(pushed)}
+            now = max(f.triggered_at for f in firings)
+            out: list[Fired] = []
+            for aid in live:
+                a, f = alerts[aid], by_id[aid]
+                data = _dumps(push_frame(a, f)) if aid in seqs else None
+                out.append(Fired(a, f, seqs.get(aid), data))
+            for chunk in _chunks(live):
+                marks = ",".join("?" * len(chunk))
+                await tx.execute(f"DELETE FROM alerts WHERE id IN ({marks})", list(chunk))
+            await tx.executemany(
+                "INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record)"
+                " VALUES (?, ?, 'fired', ?, ?, ?, ?)",
+                [
+                    (
+                        x.alert.id,
+                        x.alert.principal,
+                        x.firing.triggered_at,
+                        x.firing.value,
+                        x.firing.bar_time,
+                        records[x.alert.id],
+                    )
+                    for x in out
+                ],
+            )
+            await tx.executemany(
+                "INSERT OR IGNORE INTO notifications (alert_id, principal, payload, created_at) VALUES (?, ?, ?, ?)",
+                [(x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing)), now) for x in out],
+            )
+            if seqs:
+                await tx.executemany(
+                    "INSERT OR IGNORE INTO push_queue (seq, principal, alert_id, frame, enqueued_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (x.push_seq, x.alert.principal, x.alert.id, x.push_data, now)
+                        for x in out
+                        if x.push_seq is not None
+                    ],
+                )
+            for principal in principals:
+                await self._trim(tx, principal)
+        return out
+
+    async def _trim(self, tx: Any, principal: str) -> None:
+        """Enforce the caps: keep the newest ``push_cap`` frames and ``poll_cap`` notifications."""
+        await tx.execute(
+            "DELETE FROM push_queue WHERE principal = ? AND seq <= ("
+            " SELECT seq FROM push_queue WHERE principal = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (principal, principal, self.limits.push_cap),
+        )
+        await tx.execute(
+            "DELETE FROM notifications WHERE principal = ? AND rowid <= ("
+            " SELECT rowid FROM notifications WHERE principal = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+            (principal, principal, self.limits.poll_cap),
+        )
+
+    # --- audit log hand-off -------------------------------------------------------------
+    async def unlogged(self, limit: int = 10_000) -> list[tuple[str, float, Alert]]:
+        """Fired alerts whose trades.log line is not written yet (oldest first)."""
+        rows = await self.db.fetchall(
+            "SELECT alert_id, at, record FROM alert_events WHERE logged = 0 AND outcome = 'fired' ORDER BY at LIMIT ?",
+            (limit,),
+        )
+        return [(r["alert_id"], float(r["at"]), _alert(r["record"])) for r in rows]
+
+    async def mark_logged(self, alert_ids: Sequence[str]) -> None:
+        async with self.db.transaction() as tx:
+            await tx.executemany("UPDATE alert_events SET logged = 1 WHERE alert_id = ?", [(a,) for a in alert_ids])
+
+    async def outcome(self, alert_id: str) -> str | None:
+        row = await self.db.fetchone("SELECT outcome FROM alert_events WHERE alert_id = ?", (alert_id,))
+        return None if row is None else str(row["outcome"])
+
+    # --- poll queue --------------------------------------------------------------------
+    async def drain(self, principal: str) -> list[dict[str, Any]]:
+        """Take every queued notification of ``principal`` (oldest first) and remove them, atomically."""
+        async with self.db.transaction() as tx:
+            async with tx.execute(
+                "SELECT rowid, payload FROM notifications WHERE principal = ? ORDER BY rowid", (principal,)
+            ) as cur:
+                rows = list(await cur.fetchall())
+            if rows:
+                await tx.execute(
+                    "DELETE FROM notifications WHERE principal = ? AND rowid <= ?", (principal, rows[-1][0])
+                )
+        return [orjson.loads(r["payload"]) for r in rows]
+
+    # --- subscriptions and push queue ------------------------------------------------------
+    async def subscribe(self, sub: Subscription, now: float) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO push_subscriptions (principal, symbols, alert_types, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (principal) DO UPDATE SET symbols = excluded.symbols,"
+                " alert_types = excluded.alert_types, updated_at = excluded.updated_at",
+                (
+                    sub.principal,
+                    None if sub.symbols is None else _dumps(list(sub.symbols)),
+                    None if sub.alert_types is None else _dumps(list(sub.alert_types)),
+                    now,
+                ),
+            )
+
+    async def unsubscribe(self, principal: str) -> bool:
+        async with self.db.transaction() as tx:
+            cur = await tx.execute("DELETE FROM push_subscriptions WHERE principal = ?", (principal,))
+            removed = cur.rowcount > 0
+            await tx.execute("DELETE FROM push_queue WHERE principal = ?", (principal,))
+        return removed
+
+    async def subscription(self, principal: str) -> Subscription | None:
+        row = await self.db.fetchone("SELECT * FROM push_subscriptions WHERE principal = ?", (principal,))
+        return None if row is None else _subscription(row)
+
+    async def queued(self, principal: str, *, after_seq: int | None, now: float) -> list[QueuedFrame]:
+        """Frames to send a new stream: those after ``after_seq`` (Last-Event-ID), else the undelivered ones."""
+        horizon = now - self.limits.push_ttl_s
+        if after_seq is None:
+            sql = (
+                "SELECT seq, alert_id, frame, enqueued_at FROM push_queue"
+                " WHERE principal = ? AND delivered = 0 AND enqueued_at > ? ORDER BY seq"
+            )
+            args: tuple[Any, ...] = (principal, horizon)
+        else:
+            sql = (
+                "SELECT seq, alert_id, frame, enqueued_at FROM push_queue"
+                " WHERE principal = ? AND seq > ? AND enqueued_at > ? ORDER BY seq"
+            )
+            args = (principal, after_seq, horizon)
+        rows = await self.db.fetchall(sql, args)
+        return [QueuedFrame(int(r["seq"]), r["alert_id"], r["frame"], float(r["enqueued_at"])) for r in rows]
+
+    async def offline_size(self, principal: str, now: float) -> int:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) AS n FROM push_queue WHERE principal = ? AND delivered = 0 AND enqueued_at > ?",
+            (principal, now - self.limits.push_ttl_s),
+        )
+        return int(row["n"]) if row is not None else 0
+
+    async def mark_delivered(self, principal: str, seqs: Iterable[int]) -> None:
+        rows = [(principal, s) for s in seqs]
+        if rows:
+            async with self.db.transaction() as tx:
+                await tx.executemany("UPDATE push_queue SET delivered = 1 WHERE principal = ? AND seq = ?", rows)
+
+    async def sweep(self, now: float) -> int:
+        """Drop push frames older than the TTL; returns how many."""
+        async with self.db.transaction() as tx:
+            cur = await tx.execute("DELETE FROM push_queue WHERE enqueued_at <= ?", (now - self.limits.push_ttl_s,))
+            return cur.rowcount
+
+
+def _subscription(row: Any) -> Subscription:
+    symbols = row["symbols"]
+    types = row["alert_types"]
+    return Subscription(
+        principal=row["principal"],
+        symbols=None if symbols is None else tuple(orjson.loads(symbols)),
+        alert_types=None if types is None else tuple(orjson.loads(types)),
+    )
+
+
+def now_s() -> float:
+    return time.time()

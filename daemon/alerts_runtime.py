@@ -1,0 +1,76 @@
+"""Building and running the alert engine (``--trade``): store, evaluator, push hub, service, jobs."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from alerts.evaluator import AlertEvaluator
+from alerts.push import PushHub
+from alerts.service import AlertService
+from alerts.store import AlertStore, QueueLimits
+from config import Settings
+from config.database import Database
+from daemon.supervisor import Supervisor
+from daemon.trades_log import TradesLog
+from engine.live import LiveEngine
+from engine.market_data.symbol_directory import SymbolDirectory
+
+
+@dataclass(slots=True)
+class AlertRuntime:
+    store: AlertStore
+    evaluator: AlertEvaluator
+    hub: PushHub
+    service: AlertService
+
+
+@contextlib.asynccontextmanager
+async def running_alerts(
+    settings: Settings,
+    *,
+    db: Database,
+    engine: LiveEngine,
+    symbols: SymbolDirectory | None,
+    supervisor: Supervisor,
+) -> AsyncIterator[AlertRuntime]:
+    """Alerts loaded and indexed, the evaluator consuming engine events, and the periodic jobs."""
+    limits = QueueLimits(
+        push_cap=settings.notify_queue_cap, push_ttl_s=settings.notify_queue_ttl_s, poll_cap=settings.notify_poll_cap
+    )
+    store = AlertStore(db, limits)
+    hub = PushHub(store.mark_delivered)
+    trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
+    evaluator = AlertEvaluator(store, engine, hub, trades_log.append)
+    service = AlertService(
+        store,
+        evaluator,
+        hub,
+        default_interval=engine_default_interval(settings),
+        check_symbol=symbols.check if symbols is not None else None,
+        max_alerts_per_principal=settings.alerts_max_per_client,
+    )
+    await service.start()
+    supervisor.start("alert-evaluator", evaluator.run)
+    supervisor.start("push-delivery-marks", hub.run_flusher)
+    supervisor.every("alert-expiry", 5.0, _discard(evaluator.expire_due))
+    supervisor.every("push-queue-ttl", 60.0, _discard(lambda: store.sweep(time.time())))
+    try:
+        yield AlertRuntime(store, evaluator, hub, service)
+    finally:
+        await hub.flush()
+
+
+def engine_default_interval(settings: Settings) -> str:
+    from engine.market_data.intervals import to_binance
+
+    return to_binance(settings.intervals[0]) if settings.intervals else "4h"
+
+
+def _discard(job):  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        await job()
+
+    return run

@@ -1,0 +1,68 @@
+"""``chartgen token create NAME | list | revoke ID_OR_NAME``: personal access tokens.
+
+Works on the data dir's database while the daemon runs (SQLite WAL); a new token is
+usable at once and a revoked one is refused on its next request.  The token text is
+printed once, on creation, and never stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from config import load_settings
+from config.database import DatabaseError
+from daemon.database import open_database
+from daemon.logging import configure_logging
+from mcp_bridge.tokens import TokenError, TokenStore
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="chartgen token", description="Manage personal access tokens (bearer tokens).")
+    p.add_argument("--data-dir", type=Path, help="state directory (default $STATE_DIRECTORY, else ~/.chartgen)")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    sub = p.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="create a token and print it once")
+    create.add_argument("name", help="a label for the token, e.g. claude-desktop")
+    sub.add_parser("list", help="list tokens (never their text)")
+    revoke = sub.add_parser("revoke", help="revoke a token by id, or every active token with a name")
+    revoke.add_argument("id_or_name")
+    return p
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+
+
+async def _run(ns: argparse.Namespace) -> int:
+    settings = load_settings({"data_dir": ns.data_dir}, ns.config)
+    configure_logging("warning", settings.log_format)  # stdout carries the token only
+    async with open_database(settings) as db:
+        tokens = TokenStore(db)
+        if ns.action == "create":
+            token, info = await tokens.create(ns.name)
+            print(token)
+            print(f"created {info.id} ({info.name}); this is the only time the token is shown.", file=sys.stderr)
+        elif ns.action == "list":
+            rows = await tokens.list()
+            print(f"{'ID':<22} {'NAME':<24} {'KIND':<6} {'CREATED':<21} {'STATUS'}")
+            for t in rows:
+                status = "active" if t.active else ("revoked " + _when(t.revoked_at) if t.revoked_at else "expired")
+                print(f"{t.id:<22} {t.name[:24]:<24} {t.kind:<6} {_when(t.created_at):<21} {status}")
+        else:
+            for t in await tokens.revoke(ns.id_or_name):
+                print(f"revoked {t.id} ({t.name})")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    try:
+        return asyncio.run(_run(ns))
+    except (TokenError, DatabaseError) as exc:
+        print(f"chartgen token: error: {exc}", file=sys.stderr)
+        return 1

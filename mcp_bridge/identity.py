@@ -1,0 +1,43 @@
+"""Who is calling: the principal a tool call acts for.
+
+Over HTTP the principal comes from the bearer token the request was authenticated with
+(the HTTP layer stores it in the ASGI scope under :data:`SCOPE_KEY`); a stdio session is
+one client with the fixed principal ``stdio``.  Tool handlers read it with
+:func:`current_principal`; the server sets it around each call.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from mcp_bridge.tokens import STDIO_PRINCIPAL
+
+SCOPE_KEY = "chartgen.principal"
+
+_principal: contextvars.ContextVar[str | None] = contextvars.ContextVar("chartgen_principal", default=None)
+
+
+def principal_of(ctx: Any) -> str | None:
+    """The principal of an SDK request context: the HTTP scope's, else stdio's (no HTTP request)."""
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return STDIO_PRINCIPAL
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        value = scope.get(SCOPE_KEY)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def current_principal() -> str | None:
+    """The principal of the tool call being served (None: an unauthenticated HTTP caller)."""
+    return _principal.get()
+
+
+def bind_principal(principal: str | None) -> contextvars.Token[str | None]:
+    return _principal.set(principal)
+
+
+def reset_principal(token: contextvars.Token[str | None]) -> None:
+    _principal.reset(token)

@@ -1,0 +1,119 @@
+"""GET /mcp and GET /sse: a principal's notification stream as Server-Sent Events.
+
+The stream is chartgen's (contract §1.4: ``: connected`` first, ``event: message`` frames,
+``: keepalive`` every 30 s, ``Mcp-Session-Id`` echoed or minted) with what chartgen lacks:
+the stream registers with the push hub before anything else, so it receives pushes even
+when the principal subscribes later; every frame carries an SSE ``id:`` (the push
+sequence number), and a reconnect with ``Last-Event-ID`` replays every frame after it that
+is still within the queue's TTL and cap.  Without ``Last-Event-ID`` a new stream first
+receives the offline queue (frames no stream has delivered yet), in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+import structlog
+from starlette.types import Receive, Scope, Send
+
+from alerts.push import PushHub
+from alerts.store import AlertStore
+
+log = structlog.get_logger(__name__)
+
+
+def _last_event_id(scope: Scope) -> int | None:
+    for key, value in scope.get("headers", []):
+        if key == b"last-event-id":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() and len(text) < 19 else None
+    return None
+
+
+def _frame(seq: int, data: str) -> bytes:
+    return f"id: {seq}\nevent: message\ndata: {data}\n\n".encode()
+
+
+async def serve_push_stream(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    principal: str,
+    hub: PushHub | None,
+    store: AlertStore | None,
+    session_id: str | None,
+    keepalive_s: float = 30.0,
+) -> None:
+    """Serve one SSE stream until the client disconnects (or falls too far behind)."""
+    stream = hub.open(principal) if hub is not None else None
+    disconnected = asyncio.Event()
+
+    async def watch_disconnect() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+                return
+
+    watcher = asyncio.create_task(watch_disconnect(), name="sse-disconnect")
+    gone = asyncio.ensure_future(disconnected.wait())
+    try:
+        headers = [
+            (b"content-type", b"text/event-stream"),
+            (b"cache-control", b"no-cache"),
+            (b"connection", b"keep-alive"),
+            (b"x-accel-buffering", b"no"),
+            (b"mcp-session-id", (session_id or str(uuid.uuid4())).encode("latin-1")),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b": connected\n\n", "more_body": True})
+        last = _last_event_id(scope) or 0
+        if stream is not None and store is not None and hub is not None:
+            backlog = await store.queued(principal, after_seq=_last_event_id(scope), now=time.time())
+            for frame in backlog:
+                if frame.seq <= last and _last_event_id(scope) is not None:
+                    continue
+                await send({"type": "http.response.body", "body": _frame(frame.seq, frame.data), "more_body": True})
+                hub.ack(principal, frame.seq)
+                last = max(last, frame.seq)
+        while not disconnected.is_set():
+            getter: asyncio.Future[object] = (
+                asyncio.get_running_loop().create_future()
+                if stream is None
+                else asyncio.ensure_future(stream.queue.get())
+            )
+            done, _ = await asyncio.wait(
+                {getter, gone},
+                timeout=keepalive_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if getter not in done:
+                getter.cancel()
+                if disconnected.is_set():
+                    break
+                await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+                continue
+            item = getter.result()
+            if item is None:
+                log.warning("push_stream_overflow", principal=principal)
+                break
+            seq, data = item  # type: ignore[misc]
+            if seq <= last:
+                continue
+            await send({"type": "http.response.body", "body": _frame(seq, data), "more_body": True})
+            if hub is not None:
+                hub.ack(principal, seq)
+            last = seq
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        gone.cancel()
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        if stream is not None and hub is not None:
+            hub.close(stream)

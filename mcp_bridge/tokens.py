@@ -1,0 +1,143 @@
+"""Bearer tokens: personal access tokens now, OAuth access tokens later, in one hashed store.
+
+A token is shown once, at creation; the database keeps only its SHA-256 (tokens are 256
+random bits, so a fast hash is safe).  Each token has an id (``tok_…``) and a *principal*:
+the identity alerts, notification queues and subscriptions are keyed by.  For a personal
+access token the principal is the token's own id; OAuth will give all tokens of one grant
+the same principal, so a refreshed token keeps its alerts.  Revocation and expiry take
+effect on the next request: lookups always read the database (a primary-key probe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+from config.database import Database, Migrations
+
+TOKEN_PREFIX = "cg_pat_"
+STDIO_PRINCIPAL = "stdio"
+"""The principal of the one client of a stdio session."""
+
+MIGRATIONS = Migrations(
+    "mcp_bridge.tokens",
+    (
+        (
+            1,
+            """
+            CREATE TABLE access_tokens (
+                id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('pat', 'oauth')),
+                principal TEXT NOT NULL,
+                token_hash TEXT NOT NULL UNIQUE,
+                created_at REAL NOT NULL,
+                expires_at REAL,
+                revoked_at REAL,
+                last_used_at REAL
+            );
+            CREATE INDEX access_tokens_principal ON access_tokens (principal)
+            """,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """What the server knows about a token (never the token text)."""
+
+    id: str
+    name: str
+    kind: str
+    principal: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > time.time())
+
+
+class TokenError(ValueError):
+    """A token operation the caller must correct (unknown token, bad name)."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _info(row: object) -> TokenInfo:
+    r = dict(row)  # type: ignore[call-overload]
+    return TokenInfo(
+        id=r["id"],
+        name=r["name"],
+        kind=r["kind"],
+        principal=r["principal"],
+        created_at=r["created_at"],
+        expires_at=r["expires_at"],
+        revoked_at=r["revoked_at"],
+        last_used_at=r["last_used_at"],
+    )
+
+
+class TokenStore:
+    """Create, list, revoke and verify bearer tokens."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(
+        self, name: str, *, kind: str = "pat", principal: str | None = None, ttl_s: float | None = None
+    ) -> tuple[str, TokenInfo]:
+        """A new token: returns (token text — show it once, its info)."""
+        name = name.strip()
+        if not name or len(name) > 64 or not name.isprintable():
+            raise TokenError("token name must be 1-64 printable characters, e.g. 'laptop' or 'claude-desktop'")
+        token_id = "tok_" + secrets.token_hex(8)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = time.time()
+        info = TokenInfo(
+            token_id, name, kind, principal or token_id, now, None if ttl_s is None else now + ttl_s, None, None
+        )
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (info.id, info.name, info.kind, info.principal, hash_token(token), info.created_at, info.expires_at),
+            )
+        return token, info
+
+    async def verify(self, token: str) -> TokenInfo | None:
+        """The info of an active token, or None for an unknown, revoked or expired one."""
+        if not token or len(token) > 512:
+            return None
+        row = await self.db.fetchone("SELECT * FROM access_tokens WHERE token_hash = ?", (hash_token(token),))
+        if row is None:
+            return None
+        info = _info(row)
+        return info if info.active else None
+
+    async def list(self) -> list[TokenInfo]:
+        rows = await self.db.fetchall("SELECT * FROM access_tokens ORDER BY created_at")
+        return [_info(r) for r in rows]
+
+    async def revoke(self, id_or_name: str) -> list[TokenInfo]:
+        """Revoke the token with this id, or every active token with this name; returns what was revoked."""
+        now = time.time()
+        async with self.db.transaction() as tx:
+            async with tx.execute(
+                "SELECT * FROM access_tokens WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
+                (id_or_name, id_or_name),
+            ) as cur:
+                rows = [_info(r) for r in await cur.fetchall()]
+            if not rows:
+                raise TokenError(f"no active token with id or name {id_or_name!r}; see `chartgen token list`")
+            await tx.executemany(
+                "UPDATE access_tokens SET revoked_at = ? WHERE id = ?", [(now, info.id) for info in rows]
+            )
+        return rows
