@@ -34,7 +34,9 @@ class ProcessPoolRenderer:
         """Start the workers and import matplotlib in each (the first render is then fast)."""
         if self._pool is not None:
             return
-        self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(
+            max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent
+        )
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(self._pool, render.warm_up) for _ in range(self._workers)))
 
@@ -82,3 +84,23 @@ class InlineRenderer:
         height: int,
     ) -> bytes:
         return render.render_png(bars, panels, symbol=symbol, interval=interval, width=width, height=height)
+
+
+def _die_with_parent() -> None:
+    """Pool worker start-up: on Linux, ask the kernel to SIGTERM this worker when the daemon dies.
+
+    A daemon killed with SIGKILL runs no clean-up; without this its render workers would be
+    orphaned (holding memory and the daemon's stdout).  Elsewhere this is a no-op.
+    """
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return

@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from mcp import Client
@@ -39,8 +40,17 @@ class DaemonProc:
             return await self.proc.wait()
 
     async def kill(self) -> None:
-        """kill -9: no cleanup of any kind runs in the daemon."""
-        await self.stop(signal.SIGKILL)
+        """kill -9 of the daemon's whole process group (as systemd kills a cgroup): no clean-up runs."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        async with asyncio.timeout(30):
+            await self.proc.wait()
+
+
+def _stderr_target() -> Any:
+    """Daemon logs: discarded, or appended to $CG_TEST_DAEMON_LOG when debugging a test."""
+    path = os.environ.get("CG_TEST_DAEMON_LOG")
+    return open(path, "ab") if path else asyncio.subprocess.DEVNULL
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -53,6 +63,7 @@ async def start_daemon(
     args: Sequence[str], *, data_dir: Path, env: dict[str, str] | None = None, timeout_s: float = 60.0
 ) -> DaemonProc:
     """Start ``python -m daemon ARGS --data-dir D --port 0`` and wait for its URL lines."""
+    log_target = _stderr_target()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -64,8 +75,11 @@ async def start_daemon(
         str(data_dir),
         env=clean_env(env),
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=log_target,
+        start_new_session=True,
     )
+    if hasattr(log_target, "close"):
+        log_target.close()  # the child has its own descriptor
     assert proc.stdout is not None
     found = DaemonProc(proc, "")
     want_sim = "--sim" in args
