@@ -11,6 +11,7 @@ import contextvars
 import ipaddress
 import os
 import tomllib
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -123,10 +124,48 @@ class Settings(BaseSettings):
     sse_keepalive_s: float = Field(default=30.0, gt=0, le=3600)
     """Interval of ': keepalive' comments on idle notification streams."""
 
+    # --- trading -------------------------------------------------------------------------
+    broker: Literal["auto", "paper", "binance"] = "auto"
+    """Where orders go. auto: Binance when API keys are set (testnet, --sim, or mainnet with --live), else paper."""
+    live: bool = False
+    """Allow orders on Binance mainnet (--live). Off by default: paper or testnet only."""
+    paper_balances: Annotated[dict[str, Decimal], NoDecode] = Field(default_factory=lambda: {"USDT": Decimal(10000)})
+    """Starting balances of the paper account, e.g. "USDT=10000,BTC=0.5" (used once, when it is created)."""
+    paper_fee_rate: Decimal = Field(default=Decimal("0.001"), ge=0, le=Decimal("0.1"))
+    """Paper commission rate (0.001 = 0.1 %), charged in the asset received as on Binance."""
+    paper_slippage: Decimal = Field(default=Decimal("0.0005"), ge=0, le=Decimal("0.1"))
+    """Paper market orders fill this fraction worse than the last price."""
+    trading_max_order_notional: Decimal | None = Field(default=Decimal(10000), gt=0)
+    """Largest order value in the quote asset; larger orders are refused before sending."""
+    trading_max_daily_notional: Decimal | None = Field(default=Decimal(50000), gt=0)
+    """Largest total order value per rolling 24 h."""
+    trading_allowed_symbols: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Symbols orders may be placed on; empty = every listed symbol."""
+    reconcile_interval_s: float = Field(default=30.0, gt=0, le=3600)
+    """How often orders and trades are reconciled with the exchange."""
+
     @field_validator("symbols", mode="before")
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:
         return _split_list(v, upper=True)
+
+    @field_validator("trading_allowed_symbols", mode="before")
+    @classmethod
+    def _split_allowed(cls, v: Any) -> Any:
+        return _split_list(v, upper=True)
+
+    @field_validator("paper_balances", mode="before")
+    @classmethod
+    def _parse_balances(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            out: dict[str, str] = {}
+            for part in v.split(","):
+                asset, sep, amount = part.partition("=")
+                if not sep or not asset.strip():
+                    raise ValueError(f"paper_balances must look like USDT=10000,BTC=0.5; got {v!r}")
+                out[asset.strip().upper()] = amount.strip()
+            return out
+        return v
 
     @field_validator("intervals", "indicators", mode="before")
     @classmethod
@@ -160,6 +199,23 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _TomlSource(settings_cls))
+
+    def binance_keys(self) -> tuple[str, str] | None:
+        """(key, secret) from the settings, BINANCE_API_KEY/SECRET, or systemd credentials; None if absent."""
+        key = self.binance_api_key.get_secret_value() if self.binance_api_key else os.environ.get("BINANCE_API_KEY")
+        secret = (
+            self.binance_api_secret.get_secret_value()
+            if self.binance_api_secret
+            else os.environ.get("BINANCE_API_SECRET")
+        )
+        creds = os.environ.get("CREDENTIALS_DIRECTORY")
+        if creds:
+            for name in ("binance_api_key", "binance_api_secret"):
+                path = Path(creds) / name
+                if path.is_file():
+                    value = path.read_text().strip()
+                    key, secret = (value, secret) if name.endswith("key") else (key, value)
+        return (key, secret) if key and secret else None
 
     def resolved_data_dir(self) -> Path:
         """The data directory: setting, else $STATE_DIRECTORY (systemd), else ~/.chartgen."""

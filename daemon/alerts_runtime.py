@@ -35,6 +35,7 @@ async def running_alerts(
     engine: LiveEngine,
     symbols: SymbolDirectory | None,
     supervisor: Supervisor,
+    trades_log: TradesLog,
 ) -> AsyncIterator[AlertRuntime]:
     """Alerts loaded and indexed, the evaluator consuming engine events, and the periodic jobs."""
     limits = QueueLimits(
@@ -42,7 +43,6 @@ async def running_alerts(
     )
     store = AlertStore(db, limits)
     hub = PushHub(store.mark_delivered)
-    trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
     evaluator = AlertEvaluator(store, engine, hub, trades_log.append)
     service = AlertService(
         store,

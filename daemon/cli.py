@@ -50,6 +50,7 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--clock", choices=("manual", "real"), help="clock of the --sim simulator (default real; manual for tests)"
     )
+    p.add_argument("--live", action="store_true", help="allow orders on Binance mainnet (off by default)")
     p.add_argument("--exchange", help="a ccxt exchange id for non-Binance markets")
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 9315; 0 picks one)")
@@ -68,6 +69,7 @@ def _settings_from(ns: argparse.Namespace) -> Settings:
         "log_level": ns.log_level,
         "log_format": ns.log_format,
         "testnet": True if ns.testnet else None,
+        "live": True if ns.live else None,
         "sim_clock": ns.clock,
     }
     if ns.trade and ns.symbol:

@@ -9,6 +9,8 @@ from pathlib import Path
 import structlog
 
 from alerts.store import MIGRATIONS as ALERT_MIGRATIONS
+from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
+from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from config import Settings
 from config.database import Database, Migrations
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
@@ -16,7 +18,7 @@ from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
 log = structlog.get_logger(__name__)
 
 DB_FILE = "chartgen.db"
-ALL_MIGRATIONS: tuple[Migrations, ...] = (TOKEN_MIGRATIONS, ALERT_MIGRATIONS)
+ALL_MIGRATIONS: tuple[Migrations, ...] = (TOKEN_MIGRATIONS, ALERT_MIGRATIONS, ORDER_MIGRATIONS, PAPER_MIGRATIONS)
 
 
 def database_path(settings: Settings) -> Path:

@@ -15,7 +15,9 @@ from config import Settings
 from daemon.alerts_runtime import running_alerts
 from daemon.database import open_database
 from daemon.engine_runtime import running_engine
+from daemon.orders_runtime import running_orders
 from daemon.supervisor import Supervisor
+from daemon.trades_log import TradesLog
 from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
 from engine.charts.service import BarsSource, ChartRenderer, ChartService
 from engine.engine_bars import EngineFirstBars
@@ -39,11 +41,39 @@ async def simulated_exchange(settings: Settings, enabled: bool) -> AsyncIterator
     sim = await start_simulator(host="127.0.0.1", port=0, clock=settings.sim_clock, symbols=_sim_symbols(settings))
     try:
         ws = sim.url.replace("http://", "ws://")
-        yield settings.model_copy(
-            update={"binance_rest_url": sim.url, "binance_stream_url": ws, "binance_ws_api_url": f"{ws}/ws-api/v3"}
-        )
+        update: dict[str, Any] = {
+            "binance_rest_url": sim.url,
+            "binance_stream_url": ws,
+            "binance_ws_api_url": f"{ws}/ws-api/v3",
+        }
+        if settings.binance_keys() is None:
+            from pydantic import SecretStr
+
+            from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+
+            update |= {
+                "binance_api_key": SecretStr(DEFAULT_API_KEY),
+                "binance_api_secret": SecretStr(DEFAULT_API_SECRET),
+            }
+        yield settings.model_copy(update=update)
     finally:
         await sim.close()
+
+
+TESTNET = {
+    "binance_rest_url": "https://testnet.binance.vision",
+    "binance_stream_url": "wss://stream.testnet.binance.vision",
+    "binance_ws_api_url": "wss://ws-api.testnet.binance.vision/ws-api/v3",
+}
+
+
+def testnet_endpoints(settings: Settings) -> Settings:
+    """With ``--testnet``, Binance endpoints left at their mainnet defaults move to the spot testnet."""
+    if not settings.testnet:
+        return settings
+    defaults = Settings.model_fields
+    update = {k: v for k, v in TESTNET.items() if getattr(settings, k) == defaults[k].default}
+    return settings.model_copy(update=update)
 
 
 def _sim_symbols(settings: Settings) -> list[str]:
@@ -94,6 +124,7 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
     Yields the effective settings (``--sim`` rewrites the exchange URLs) and the services.
     """
     async with contextlib.AsyncExitStack() as stack:
+        settings = testnet_endpoints(settings)
         settings = await stack.enter_async_context(simulated_exchange(settings, sim))
         db = await stack.enter_async_context(open_database(settings))
         supervisor = await stack.enter_async_context(Supervisor())
@@ -105,10 +136,24 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
             directory = SymbolDirectory(
                 BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
             )
+            trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
             runtime = await stack.enter_async_context(
-                running_alerts(settings, db=db, engine=engine, symbols=directory, supervisor=supervisor)
+                running_alerts(
+                    settings, db=db, engine=engine, symbols=directory, supervisor=supervisor, trades_log=trades_log
+                )
             )
             services.alerts, services.push = runtime.service, runtime.hub
+            services.orders = await stack.enter_async_context(
+                running_orders(
+                    settings,
+                    db=db,
+                    engine=engine,
+                    directory=directory,
+                    supervisor=supervisor,
+                    trades_log=trades_log,
+                    session=session,
+                )
+            )
         yield settings, services
 
 

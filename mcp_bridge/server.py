@@ -69,7 +69,11 @@ class ToolRouter:
                 return types.CallToolResult(content=list(content))
             except ToolError as exc:
                 outcome = "tool_error"
-                return _error(str(exc))
+                result = _error(str(exc))
+                structured = exc.structured()
+                if structured is not None:
+                    result.structured_content = structured
+                return result
             except Exception:
                 outcome = "internal_error"
                 log.exception("tool_failed")

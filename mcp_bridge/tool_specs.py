@@ -140,6 +140,15 @@ TOOLS: tuple[types.Tool, ...] = (
                 "type": {"type": "string", "enum": ["market", "limit"], "default": "market"},
                 "quantity": {"type": "number", "exclusiveMinimum": 0, "description": "Amount of the base asset"},
                 "price": {"type": "number", "exclusiveMinimum": 0, "description": "Limit price (limit orders)"},
+                "time_in_force": {
+                    "type": "string",
+                    "enum": ["GTC", "IOC", "FOK"],
+                    "description": "Limit orders: GTC (default) rests; IOC/FOK expire if they cannot fill now",
+                },
+                "client_order_id": {
+                    "type": "string",
+                    "description": "Your own id (1-36 of letters, digits . : / _ -); default a new UUID",
+                },
             },
             ["symbol", "side", "type", "quantity"],
         ),

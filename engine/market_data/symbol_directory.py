@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import time
+from typing import Any
 
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
@@ -25,6 +26,7 @@ class SymbolDirectory:
         self._rest = rest
         self._ttl_s = ttl_s
         self._symbols: frozenset[str] = frozenset()
+        self._entries: dict[str, dict[str, Any]] = {}
         self._fetched_at = 0.0
         self._lock = asyncio.Lock()
 
@@ -49,8 +51,14 @@ class SymbolDirectory:
             )
             if not listed:
                 raise MarketDataError("exchangeInfo listed no tradable symbols")
+            self._entries = {str(s["symbol"]).upper(): s for s in entries if isinstance(s, dict) and "symbol" in s}
             self._symbols, self._fetched_at = listed, time.monotonic()
             return listed
+
+    async def entry(self, symbol: str) -> dict[str, Any] | None:
+        """The raw exchangeInfo entry of ``symbol`` (filters, assets), or None if it is not listed."""
+        await self.symbols()
+        return self._entries.get(symbol.upper())
 
     async def check(self, symbol: str) -> str | None:
         """None if ``symbol`` is listed, else a message naming the closest listed symbols."""

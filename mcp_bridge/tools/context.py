@@ -10,6 +10,7 @@ import mcp_types as types
 
 from alerts.push import PushHub
 from alerts.service import AlertService
+from brokers.service import OrderService
 from engine.charts.service import ChartService
 from mcp_bridge.tokens import TokenStore
 
@@ -29,5 +30,7 @@ class Services:
     """Alerts and notifications (``--trade``), or None."""
     push: PushHub | None = None
     """Open notification streams (``--trade``), or None."""
+    orders: OrderService | None = None
+    """Orders, positions and balances (``--trade``), or None."""
     tokens: TokenStore | None = None
     """Bearer tokens (HTTP authentication), or None when nothing authenticates."""

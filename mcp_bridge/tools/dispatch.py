@@ -6,6 +6,7 @@ from mcp_bridge.tool_specs import TOOL_NAMES
 from mcp_bridge.tools import charting, trading
 from mcp_bridge.tools.alerting import ALERT_HANDLERS
 from mcp_bridge.tools.context import Handler
+from mcp_bridge.tools.orders import ORDER_HANDLERS
 
 
 def build_handlers() -> dict[str, Handler]:
@@ -16,7 +17,7 @@ def build_handlers() -> dict[str, Handler]:
         "get_indicators": charting.get_indicators,
     }
     for name in trading.TRADING_TOOLS:
-        table[name] = ALERT_HANDLERS.get(name) or trading.not_available(name)
+        table[name] = ALERT_HANDLERS.get(name) or ORDER_HANDLERS.get(name) or trading.not_available(name)
     missing = set(TOOL_NAMES) - set(table)
     if missing:
         raise RuntimeError(f"tools without a handler: {sorted(missing)}")

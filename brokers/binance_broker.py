@@ -1,0 +1,287 @@
+"""BinanceBroker: signed spot orders through python-binance's AsyncClient, wrapped for safety.
+
+python-binance signs requests and parses answers; everything it lacks is here:
+- **Rate limits**: request weight is read from ``X-MBX-USED-WEIGHT-1M``; a 429/418 sets a
+  ban until ``Retry-After`` and nothing is sent before it has passed (a call that would have
+  to wait too long fails at once with ``retry_after_secs``).
+- **Clock**: the server-time offset is refreshed periodically (:meth:`sync_time`) and a
+  request refused with -1021 is retried once after a resync.
+- **Unknown outcomes**: a timeout, a dropped connection or a 5xx on an order means the
+  order may or may not exist: :class:`OutcomeUnknown` is raised and the caller looks the
+  order up by clientOrderId — nothing is ever re-sent blindly.
+- **Errors** become our broker errors with MCP codes (-32002 invalid credentials with the
+  key masked, -32004 insufficient balance, -32003 unknown symbol).
+Execution events arrive through :mod:`brokers.binance_user_stream` (WS-API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+import aiohttp
+import structlog
+from binance import AsyncClient
+from binance.exceptions import BinanceAPIException, BinanceRequestException
+
+from brokers.filters import SymbolRules, rules_by_symbol
+from brokers.models import (
+    Balance,
+    BrokerError,
+    ExchangeOrder,
+    Fill,
+    InsufficientBalance,
+    OrderRejected,
+    OrderRequest,
+    OutcomeUnknown,
+    RateLimitedError,
+)
+from brokers.protocol import ExecutionHandler
+
+log = structlog.get_logger(__name__)
+
+MAX_TOOL_WAIT_S = 5.0
+EXCHANGE_INFO_TTL_S = 3600.0
+
+
+def mask(key: str) -> str:
+    """An API key as logs and errors may show it."""
+    return f"{key[:4]}…{key[-4:]}" if len(key) > 12 else "****"
+
+
+def _d(v: Any) -> Decimal:
+    return Decimal(str(v))
+
+
+def order_from_rest(o: dict[str, Any], fills: tuple[Fill, ...] = ()) -> ExchangeOrder:
+    price = _d(o.get("price", "0"))
+    return ExchangeOrder(
+        symbol=o["symbol"],
+        client_order_id=o["clientOrderId"],
+        status=o["status"],
+        side=o["side"],
+        type=o["type"],
+        orig_qty=_d(o.get("origQty", "0")),
+        executed_qty=_d(o.get("executedQty", "0")),
+        cumulative_quote=_d(o.get("cummulativeQuoteQty", "0")),
+        price=price if price > 0 else None,
+        exchange_order_id=str(o.get("orderId")),
+        time_in_force=o.get("timeInForce"),
+        update_time_ms=o.get("updateTime") or o.get("transactTime"),
+        fills=fills,
+    )
+
+
+class BinanceBroker:
+    """One Binance spot account (testnet by default; mainnet only when the operator allows it)."""
+
+    name = "binance"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        api_secret: str,
+        rest_url: str,
+        recv_window_ms: int = 5000,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api_key = api_key
+        self._client = AsyncClient(
+            api_key=api_key, api_secret=api_secret, requests_params={"timeout": aiohttp.ClientTimeout(total=timeout_s)}
+        )
+        self._client.API_URL = f"{rest_url.rstrip('/')}/api"
+        self._recv_window = recv_window_ms
+        self._clock = clock
+        self._handler: ExecutionHandler | None = None
+        self.banned_until = 0.0
+        self.weight_used = 0
+        self._rules: dict[str, SymbolRules] = {}
+        self._rules_at = 0.0
+        self._rules_lock = asyncio.Lock()
+        self.requests = 0
+
+    def set_event_handler(self, handler: ExecutionHandler) -> None:
+        self._handler = handler
+
+    async def emit(self, update: ExchangeOrder) -> None:
+        if self._handler is not None:
+            await self._handler(update)
+
+    async def close(self) -> None:
+        await self._client.close_connection()
+
+    # --- the guarded call ---------------------------------------------------------------
+    def _observe(self) -> float | None:
+        resp = getattr(self._client, "response", None)
+        if resp is None:
+            return None
+        used = resp.headers.get("X-MBX-USED-WEIGHT-1M") or resp.headers.get("x-mbx-used-weight-1m")
+        if used is not None and used.isdigit():
+            self.weight_used = int(used)
+        if resp.status in (418, 429):
+            retry = resp.headers.get("Retry-After")
+            try:
+                return float(retry) if retry is not None else 60.0
+            except ValueError:
+                return 60.0
+        return None
+
+    async def _call(self, fn: Callable[..., Awaitable[Any]], *, order: bool = False, **params: Any) -> Any:
+        wait = self.banned_until - self._clock()
+        if wait > 0:
+            if wait > MAX_TOOL_WAIT_S:
+                raise RateLimitedError(f"Binance rate limit: retry in {wait:.0f} s", wait)
+            await asyncio.sleep(wait)  # honouring Retry-After: nothing is sent before it has passed
+        for attempt in (1, 2):
+            self.requests += 1
+            try:
+                result = await fn(**params)
+                self._observe()
+                return result
+            except BinanceAPIException as exc:
+                retry_after = self._observe()
+                if retry_after is not None:
+                    self.banned_until = self._clock() + retry_after
+                    raise RateLimitedError(
+                        f"Binance answered HTTP {exc.status_code} (rate limit); retry in {retry_after:.0f} s",
+                        retry_after,
+                    ) from None
+                if exc.code == -1021 and attempt == 1:
+                    await self.sync_time()
+                    continue
+                if order and exc.status_code >= 500:
+                    raise OutcomeUnknown(f"Binance answered HTTP {exc.status_code}: {exc.message}") from None
+                raise self._translate(exc) from None
+            except (TimeoutError, aiohttp.ClientError, BinanceRequestException) as exc:
+                if order:
+                    raise OutcomeUnknown(f"no answer from Binance ({type(exc).__name__})") from None
+                raise BrokerError(f"cannot reach Binance: {type(exc).__name__}: {exc}") from None
+        raise BrokerError("Binance kept refusing the request timestamp (-1021) after a clock resync")
+
+    def _translate(self, exc: BinanceAPIException) -> BrokerError:
+        code, msg = exc.code, exc.message or ""
+        if code in (-2014, -2015, -1022) or exc.status_code == 401:
+            return BrokerError(
+                f"Binance refused the API key {mask(self.api_key)}: {msg}",
+                code=-32002,
+                data={"api_key": mask(self.api_key), "binance_code": code},
+            )
+        if code == -2010 and "insufficient balance" in msg.lower():
+            return InsufficientBalance(f"Binance: {msg}")
+        if code in (-1121,):
+            return OrderRejected(f"Binance: {msg}", code=-32003)
+        if code in (-2010, -2011, -1013, -1100, -1102, -1111, -1116, -1117):
+            return OrderRejected(f"Binance: {msg} (code {code})", data={"binance_code": code})
+        return BrokerError(f"Binance error {code}: {msg}", data={"binance_code": code})
+
+    # --- clock and rules ----------------------------------------------------------------
+    async def sync_time(self) -> int:
+        """Refresh the server-time offset (periodic job; also after -1021)."""
+        local = int(self._clock() * 1000)
+        res = await self._client.get_server_time()
+        offset = int(res["serverTime"]) - local
+        self._client.timestamp_offset = offset
+        return offset
+
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        if not self._rules or self._clock() - self._rules_at > EXCHANGE_INFO_TTL_S:
+            async with self._rules_lock:
+                if not self._rules or self._clock() - self._rules_at > EXCHANGE_INFO_TTL_S:
+                    info = await self._call(self._client.get_exchange_info)
+                    self._rules, self._rules_at = rules_by_symbol(info), self._clock()
+        return self._rules.get(symbol.upper())
+
+    # --- orders ---------------------------------------------------------------------------
+    async def place(self, req: OrderRequest) -> ExchangeOrder:
+        params: dict[str, Any] = {
+            "symbol": req.symbol,
+            "side": req.side,
+            "type": req.type,
+            "newClientOrderId": req.client_order_id,
+            "newOrderRespType": "FULL",
+            "recvWindow": self._recv_window,
+        }
+        if req.quantity is not None:
+            params["quantity"] = format(req.quantity, "f")
+        if req.quote_quantity is not None:
+            params["quoteOrderQty"] = format(req.quote_quantity, "f")
+        if req.price is not None:
+            params["price"] = format(req.price, "f")
+        if req.time_in_force is not None and req.type == "LIMIT":
+            params["timeInForce"] = req.time_in_force
+        res = await self._call(self._client.create_order, order=True, **params)
+        fills = tuple(
+            Fill(
+                trade_id=int(f.get("tradeId", 0)),
+                symbol=req.symbol,
+                side=req.side,
+                client_order_id=req.client_order_id,
+                quantity=_d(f["qty"]),
+                price=_d(f["price"]),
+                commission=_d(f.get("commission", "0")),
+                commission_asset=str(f.get("commissionAsset", "")),
+                time_ms=int(res.get("transactTime", 0)),
+            )
+            for f in res.get("fills", [])
+        )
+        return order_from_rest(res, fills)
+
+    async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
+        res = await self._call(
+            self._client.cancel_order, symbol=symbol, origClientOrderId=client_order_id, recvWindow=self._recv_window
+        )
+        return order_from_rest(res)
+
+    async def query(self, symbol: str, client_order_id: str) -> ExchangeOrder | None:
+        try:
+            res = await self._call(
+                self._client.get_order, symbol=symbol, origClientOrderId=client_order_id, recvWindow=self._recv_window
+            )
+        except BrokerError as exc:
+            if exc.data.get("binance_code") == -2013:
+                return None
+            raise
+        return order_from_rest(res)
+
+    async def open_orders(self, symbol: str | None = None) -> list[ExchangeOrder]:
+        params: dict[str, Any] = {"recvWindow": self._recv_window}
+        if symbol:
+            params["symbol"] = symbol
+        return [order_from_rest(o) for o in await self._call(self._client.get_open_orders, **params)]
+
+    async def balances(self) -> list[Balance]:
+        account = await self._call(self._client.get_account, recvWindow=self._recv_window)
+        out = [Balance(b["asset"], _d(b["free"]), _d(b["locked"])) for b in account.get("balances", [])]
+        return [b for b in out if b.total != 0]
+
+    async def trades(self, symbol: str, from_id: int | None = None) -> list[Fill]:
+        params: dict[str, Any] = {"symbol": symbol, "limit": 1000, "recvWindow": self._recv_window}
+        if from_id is not None:
+            params["fromId"] = from_id
+        rows = await self._call(self._client.get_my_trades, **params)
+        return [
+            Fill(
+                trade_id=int(t["id"]),
+                symbol=t["symbol"],
+                side="BUY" if t.get("isBuyer") else "SELL",
+                client_order_id=str(t.get("clientOrderId") or t.get("orderId")),
+                quantity=_d(t["qty"]),
+                price=_d(t["price"]),
+                commission=_d(t.get("commission", "0")),
+                commission_asset=str(t.get("commissionAsset", "")),
+                time_ms=int(t.get("time", 0)),
+            )
+            for t in rows
+        ]
+
+    async def last_price(self, symbol: str) -> Decimal | None:
+        try:
+            res = await self._call(self._client.get_symbol_ticker, symbol=symbol)
+        except BrokerError:
+            return None
+        return _d(res["price"]) if isinstance(res, dict) and "price" in res else None

@@ -1,0 +1,127 @@
+"""Orders, fills and balances as the brokers and the order tracker see them.
+
+Statuses are Binance's (NEW, PARTIALLY_FILLED, FILLED, CANCELED, REJECTED, EXPIRED,
+EXPIRED_IN_MATCH) plus two of our own for the time before the exchange answered:
+PENDING_SUBMIT (recorded, being sent) and UNKNOWN (sent, answer lost — must be queried
+before anything is retried).  :func:`state_name` maps them to chartgen's tool words.
+Quantities and prices are Decimal throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal
+
+Side = Literal["BUY", "SELL"]
+OrderType = Literal["MARKET", "LIMIT", "LIMIT_MAKER"]
+TimeInForce = Literal["GTC", "IOC", "FOK"]
+
+TERMINAL = frozenset({"FILLED", "CANCELED", "REJECTED", "EXPIRED", "EXPIRED_IN_MATCH"})
+OPEN = frozenset({"NEW", "PARTIALLY_FILLED"})
+_STATE_NAMES = {
+    "PENDING_SUBMIT": "Pending",
+    "UNKNOWN": "Pending",
+    "NEW": "Open",
+    "PARTIALLY_FILLED": "Open",
+    "FILLED": "Filled",
+    "CANCELED": "Cancelled",
+    "EXPIRED": "Cancelled",
+    "EXPIRED_IN_MATCH": "Cancelled",
+    "REJECTED": "Rejected",
+}
+
+
+def state_name(status: str) -> str:
+    """chartgen's state word for a status (Pending, Open, Filled, Cancelled, Rejected)."""
+    return _STATE_NAMES.get(status, "Pending")
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRequest:
+    """A validated order to place; ``client_order_id`` is ours and recorded before sending."""
+
+    symbol: str
+    side: Side
+    type: OrderType
+    client_order_id: str
+    quantity: Decimal | None = None
+    quote_quantity: Decimal | None = None
+    price: Decimal | None = None
+    time_in_force: TimeInForce | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """One trade of an order (Binance ``myTrades`` / executionReport ``x=TRADE``)."""
+
+    trade_id: int
+    symbol: str
+    side: Side
+    client_order_id: str
+    quantity: Decimal
+    price: Decimal
+    commission: Decimal
+    commission_asset: str
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeOrder:
+    """What the exchange says about an order."""
+
+    symbol: str
+    client_order_id: str
+    status: str
+    side: Side
+    type: str
+    orig_qty: Decimal
+    executed_qty: Decimal
+    cumulative_quote: Decimal
+    price: Decimal | None = None
+    exchange_order_id: str | None = None
+    time_in_force: str | None = None
+    update_time_ms: int | None = None
+    reject_reason: str | None = None
+    fills: tuple[Fill, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    asset: str
+    free: Decimal
+    locked: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.free + self.locked
+
+
+class BrokerError(Exception):
+    """A broker failure the caller can act on; ``code`` is the MCP error code (see mcp_bridge)."""
+
+    def __init__(self, message: str, *, code: int | None = None, data: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data or {}
+
+
+class OrderRejected(BrokerError):
+    """The exchange refused the order (filters, balance, duplicate): it was not placed."""
+
+
+class RateLimitedError(BrokerError):
+    """The exchange asked us to wait (429/418) longer than a tool call may wait."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message, code=-32001, data={"retry_after_secs": int(retry_after_s + 0.999)})
+        self.retry_after_s = retry_after_s
+
+
+class InsufficientBalance(OrderRejected):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=-32004)
+
+
+class OutcomeUnknown(BrokerError):
+    """The request was sent but its answer was lost (timeout, 5xx): query before any retry."""

@@ -1,0 +1,418 @@
+"""The order tracker and the trading tools' operations, above whichever broker runs.
+
+Placing an order: validate the arguments (chartgen's order of checks and texts), apply
+the symbol's exchange filters with Decimal and the operator's safety limits (allow-list,
+maximum notional per order and per day), record the order (PENDING_SUBMIT) in SQLite,
+write ``SUBMITTED`` to trades.log, then send it.  The answer — or any later execution
+event, or reconciliation — moves the order forward and stores its fills once each.  A
+lost answer (timeout, 5xx) leaves the order UNKNOWN and it is looked up by clientOrderId,
+never re-sent.  Reconciliation (at start and periodically) settles every unresolved
+order, learns orders placed elsewhere and trades missed while disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import structlog
+
+from brokers.filters import FilterError, SymbolRules
+from brokers.models import (
+    OPEN,
+    BrokerError,
+    ExchangeOrder,
+    OrderRejected,
+    OrderRequest,
+    OutcomeUnknown,
+    RateLimitedError,
+    state_name,
+)
+from brokers.order_store import OrderRow, OrderStore
+from brokers.positions import positions_from_fills
+from brokers.protocol import Broker
+
+log = structlog.get_logger(__name__)
+
+AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
+MarkPrice = Callable[[str], float | None]
+CLIENT_ID = re.compile(r"^[.A-Z:/a-z0-9_-]{1,36}$")
+UNRESOLVED_GRACE_S = 30.0
+
+
+class OrderInputError(ValueError):
+    """Arguments the caller must correct; ``code`` is an MCP error code when one applies."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyLimits:
+    """The operator's guard rails (config)."""
+
+    max_order_notional: Decimal | None = Decimal("10000")
+    max_daily_notional: Decimal | None = Decimal("50000")
+    allowed_symbols: frozenset[str] = field(default_factory=frozenset)
+    """Empty: every symbol the exchange lists."""
+
+
+def _plain(x: Decimal | float) -> str:
+    d = x if isinstance(x, Decimal) else Decimal(str(x))
+    return format(d.normalize(), "f")
+
+
+def _decimal(name: str, value: Any, *, required: bool) -> Decimal | None:
+    if value is None:
+        if required:
+            raise OrderInputError(f"{name} must be > 0")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise OrderInputError(f"{name} must be a number; got {type(value).__name__}")
+    try:
+        d = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise OrderInputError(f"{name} must be a number; got {str(value)[:40]!r}") from None
+    if not d.is_finite():
+        raise OrderInputError(f"{name} must be a finite number")
+    if d <= 0:
+        raise OrderInputError(f"{name} must be > 0")
+    if d > Decimal("1e15"):
+        raise OrderInputError(f"{name} is too large (at most 1e15)")
+    return d
+
+
+def parse_order(args: dict[str, Any]) -> dict[str, Any]:
+    """chartgen's place_order checks, in its order, plus ours; returns normalised fields."""
+    known = {"symbol", "side", "type", "quantity", "price", "time_in_force", "client_order_id", "quote_quantity"}
+    symbol = args.get("symbol")
+    if symbol is None or symbol == "":
+        raise OrderInputError("symbol is required")
+    if not isinstance(symbol, str) or not symbol.strip().isalnum() or len(symbol) > 20:
+        raise OrderInputError("symbol must be an exchange symbol such as BTCUSDT", code=-32003)
+    side = args.get("side")
+    if not isinstance(side, str) or side.lower() not in ("buy", "sell"):
+        raise OrderInputError("side must be 'buy' or 'sell'")
+    unknown = set(args) - known
+    if unknown:
+        raise OrderInputError(
+            f"unknown argument(s) {sorted(map(str, unknown))[:5]}; place_order takes {', '.join(sorted(known))}"
+        )
+    otype = args.get("type", "market")
+    if not isinstance(otype, str) or otype.lower() not in ("market", "limit", "limit_maker"):
+        raise OrderInputError("type must be 'market' or 'limit' (or 'limit_maker')")
+    otype = otype.lower()
+    price = None
+    if otype in ("limit", "limit_maker"):
+        if args.get("price") is None or isinstance(args.get("price"), bool):
+            raise OrderInputError("price is required for limit orders")
+        price = _decimal("price", args.get("price"), required=True)
+    elif args.get("price") is not None:
+        raise OrderInputError("price applies to limit orders only; omit it for a market order")
+    quote_qty = _decimal("quote_quantity", args.get("quote_quantity"), required=False)
+    if quote_qty is not None and otype != "market":
+        raise OrderInputError("quote_quantity applies to market orders only")
+    qty = _decimal("quantity", args.get("quantity"), required=quote_qty is None)
+    if qty is not None and quote_qty is not None:
+        raise OrderInputError("give quantity or quote_quantity, not both")
+    tif = args.get("time_in_force")
+    if tif is not None:
+        if otype != "limit" or not isinstance(tif, str) or tif.upper() not in ("GTC", "IOC", "FOK"):
+            raise OrderInputError("time_in_force must be GTC, IOC or FOK, and only for limit orders")
+        tif = tif.upper()
+    elif otype == "limit":
+        tif = "GTC"
+    client_id = args.get("client_order_id")
+    if client_id is not None and (not isinstance(client_id, str) or not CLIENT_ID.match(client_id)):
+        raise OrderInputError("client_order_id must be 1-36 characters of letters, digits and . : / _ -")
+    return {
+        "symbol": symbol.strip().upper(),
+        "side": side.upper(),
+        "type": otype.upper(),
+        "quantity": qty,
+        "quote_quantity": quote_qty,
+        "price": price,
+        "time_in_force": tif,
+        "client_order_id": client_id or str(uuid.uuid4()),
+    }
+
+
+class OrderService:
+    """Orders, positions and balances through one broker, tracked in SQLite."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        store: OrderStore,
+        *,
+        audit: AuditWriter | None = None,
+        mark_price: MarkPrice | None = None,
+        limits: SafetyLimits | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self._audit = audit
+        self._mark = mark_price
+        self.limits = limits or SafetyLimits()
+        self._clock = clock
+        self._in_flight: set[str] = set()
+        self._assets: dict[str, tuple[str, str]] = {}
+        self.latencies_ms: list[float] = []
+        broker.set_event_handler(self.on_update)
+
+    async def _write(self, lines: Sequence[str]) -> None:
+        if self._audit is not None and lines:
+            await self._audit(lines)
+
+    def _stamp(self) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
+
+    async def _rules(self, symbol: str) -> SymbolRules:
+        rules = await self.broker.rules(symbol)
+        if rules is None or rules.status != "TRADING":
+            raise OrderInputError(f"invalid symbol: {symbol} is not a tradable symbol on this exchange", code=-32003)
+        self._assets[symbol] = (rules.base_asset, rules.quote_asset)
+        return rules
+
+    async def _daily_notional(self) -> Decimal:
+        since = self._clock() - 86400
+        total = Decimal(0)
+        for row in await self.store.orders(self.broker.name, limit=100_000):
+            if row.created_at >= since and row.status != "REJECTED":
+                total += row.cumulative_quote if row.executed_qty > 0 else (row.quantity or 0) * (row.price or 0)
+        return total
+
+    # --- tools ----------------------------------------------------------------------------
+    async def place_order(self, args: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        fields = parse_order(args)
+        symbol = fields["symbol"]
+        if self.limits.allowed_symbols and symbol not in self.limits.allowed_symbols:
+            raise OrderInputError(
+                f"{symbol} is not in the allowed symbols ({', '.join(sorted(self.limits.allowed_symbols))}); "
+                "the operator sets trading_allowed_symbols"
+            )
+        rules = await self._rules(symbol)
+        last = await self.broker.last_price(symbol)
+        market = fields["type"] == "MARKET"
+        try:
+            if fields["price"] is not None:
+                rules.check_price(fields["price"])
+            if fields["quantity"] is not None:
+                rules.check_quantity(fields["quantity"], market=market)
+                ref = fields["price"] if fields["price"] is not None else last
+                if ref is not None:
+                    rules.check_notional(fields["quantity"], ref, market=market)
+        except FilterError as exc:
+            raise OrderInputError(str(exc)) from None
+        notional = (
+            fields["quote_quantity"]
+            if fields["quote_quantity"] is not None
+            else fields["quantity"] * (fields["price"] or last or Decimal(0))
+        )
+        if self.limits.max_order_notional is not None and notional > self.limits.max_order_notional:
+            raise OrderInputError(
+                f"order value {_plain(notional)} exceeds the per-order limit {_plain(self.limits.max_order_notional)} "
+                "(setting trading_max_order_notional)"
+            )
+        if self.limits.max_daily_notional is not None:
+            used = await self._daily_notional()
+            if used + notional > self.limits.max_daily_notional:
+                raise OrderInputError(
+                    f"order value {_plain(notional)} would take today's traded value to {_plain(used + notional)}, "
+                    f"over the daily limit {_plain(self.limits.max_daily_notional)} "
+                    "(setting trading_max_daily_notional)"
+                )
+        req = OrderRequest(**fields)
+        if await self.store.get(req.client_order_id) is not None:
+            raise OrderInputError(f"client_order_id {req.client_order_id} was already used; choose another")
+        await self.store.record_intent(self.broker.name, req, self._clock())
+        kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{_plain(req.price or 0)}"
+        qty_text = _plain(req.quantity) if req.quantity is not None else f"quote:{_plain(req.quote_quantity or 0)}"
+        await self._write(
+            [f"{self._stamp()} SUBMITTED {req.side} {req.symbol} {qty_text} {kind} id={req.client_order_id}"]
+        )
+        self._in_flight.add(req.client_order_id)
+        try:
+            self.latencies_ms.append((time.perf_counter() - started) * 1000)
+            try:
+                update = await self.broker.place(req)
+            except (OrderRejected, RateLimitedError) as exc:
+                await self.store.set_status(req.client_order_id, "REJECTED", self._clock(), str(exc))
+                raise
+            except OutcomeUnknown as exc:
+                await self.store.set_status(req.client_order_id, "UNKNOWN", self._clock(), None)
+                log.warning("order_outcome_unknown", client_order_id=req.client_order_id, error=str(exc))
+                update = await self._lookup_after_unknown(req)
+                if update is None:
+                    return {"order_id": req.client_order_id, "status": "Pending", "exchange_status": "UNKNOWN",
+                            "note": "the exchange's answer was lost; the order will be reconciled"}  # fmt: skip
+            row = await self.on_update(update)
+        finally:
+            self._in_flight.discard(req.client_order_id)
+        assert row is not None
+        return {"order_id": row.client_order_id, "status": state_name(row.status), **self._details(row)}
+
+    async def _lookup_after_unknown(self, req: OrderRequest) -> ExchangeOrder | None:
+        for delay in (0.2, 1.0, 3.0):
+            await asyncio.sleep(delay)  # give the exchange time to settle before asking; bounded retries
+            try:
+                found = await self.broker.query(req.symbol, req.client_order_id)
+            except BrokerError:
+                continue
+            if found is not None:
+                return found
+        return None
+
+    async def cancel_order(self, order_id: Any) -> dict[str, Any]:
+        if order_id is None or order_id == "":
+            raise OrderInputError("order_id is required")
+        if not isinstance(order_id, str) or len(order_id) > 64:
+            raise OrderInputError("order_id must be the id place_order returned")
+        row = await self.store.get(order_id)
+        if row is None or row.broker != self.broker.name:
+            raise OrderInputError(f"order not found: {order_id}")
+        if row.status not in OPEN:
+            raise OrderInputError(f"invalid transition: {state_name(row.status)} \u2192 Cancelled")
+        update = await self.broker.cancel(row.symbol, row.client_order_id)
+        await self.on_update(update)
+        return {"ok": True}
+
+    async def get_orders(self, filter_: Any) -> list[dict[str, Any]]:
+        open_only = filter_ == "open"
+        rows = await self.store.orders(self.broker.name, open_only=open_only)
+        return [self._listing(r) for r in rows]
+
+    async def get_positions(self) -> list[dict[str, Any]]:
+        fills = await self.store.fills(self.broker.name)
+        for symbol in {f.symbol for f in fills} - set(self._assets):
+            rules = await self.broker.rules(symbol)
+            if rules is not None:
+                self._assets[symbol] = (rules.base_asset, rules.quote_asset)
+        out = []
+        for symbol, pos in sorted(positions_from_fills(fills, self._assets).items()):
+            if pos.quantity == 0 and pos.realized_pnl == 0:
+                continue
+            mark = self._mark(symbol) if self._mark is not None else None
+            mark_d = Decimal(str(mark)) if mark is not None else await self.broker.last_price(symbol)
+            unreal = pos.unrealized(mark_d)
+            out.append(
+                {
+                    "symbol": symbol,
+                    "side": "buy" if pos.quantity >= 0 else "sell",
+                    "quantity": float(abs(pos.quantity)),
+                    "entry_price": float(pos.entry_price),
+                    "current_price": None if mark_d is None else float(mark_d),
+                    "unrealized_pnl": None if unreal is None else float(unreal),
+                    "realized_pnl": float(pos.realized_pnl),
+                    "fees": float(pos.fees),
+                }
+            )
+        return out
+
+    async def get_balance(self) -> dict[str, Any]:
+        balances = await self.broker.balances()
+        return {
+            "broker": self.broker.name,
+            "balances": [
+                {"asset": b.asset, "free": float(b.free), "locked": float(b.locked), "total": float(b.total)}
+                for b in balances
+            ],
+        }
+
+    # --- tracking -------------------------------------------------------------------------
+    async def on_update(self, update: ExchangeOrder) -> OrderRow | None:
+        """An order update from any source: store it, its new fills, and audit transitions."""
+        row, before, _new = await self.store.apply(self.broker.name, update, self._clock())
+        if row is None:
+            return None
+        lines = []
+        if row.status == "FILLED" and before != "FILLED":
+            avg = row.avg_price
+            lines.append(
+                f"{self._stamp()} FILLED {row.side} {row.symbol} {_plain(row.executed_qty)} @ "
+                f"{_plain(avg) if avg is not None else '?'} id={row.client_order_id}"
+            )
+        elif row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH") and before != row.status:
+            lines.append(f"{self._stamp()} CANCELLED id={row.client_order_id}")
+        await self._write(lines)
+        return row
+
+    async def reconcile(self) -> dict[str, int]:
+        """Settle unresolved orders, learn open orders placed elsewhere, fetch missed trades."""
+        now = self._clock()
+        settled = rejected = 0
+        for row in await self.store.unresolved(self.broker.name):
+            if row.client_order_id in self._in_flight:
+                continue
+            try:
+                found = await self.broker.query(row.symbol, row.client_order_id)
+            except BrokerError as exc:
+                log.warning("reconcile_query_failed", client_order_id=row.client_order_id, error=str(exc))
+                continue
+            if found is not None:
+                await self.on_update(found)
+                settled += 1
+            elif row.status in ("PENDING_SUBMIT", "UNKNOWN") and now - row.created_at > UNRESOLVED_GRACE_S:
+                await self.store.set_status(
+                    row.client_order_id, "REJECTED", now, "never reached the exchange (found on reconciliation)"
+                )
+                rejected += 1
+        learned = 0
+        for order in await self.broker.open_orders():
+            if await self.store.get(order.client_order_id) is None:
+                learned += 1
+            await self.on_update(order)
+        last_ids = await self.store.last_trade_ids(self.broker.name)
+        fills = 0
+        for symbol in set(await self.store.symbols(self.broker.name)):
+            start = last_ids.get(symbol)
+            new = await self.store.add_fills(self.broker.name, await self.broker.trades(symbol, start))
+            fills += len(new)
+        result = {"settled": settled, "rejected": rejected, "learned": learned, "fills": fills}
+        if any(result.values()):
+            log.info("reconciled", **result)
+        return result
+
+    # --- output shapes -----------------------------------------------------------------------
+    def _details(self, row: OrderRow) -> dict[str, Any]:
+        avg = row.avg_price
+        return {
+            "client_order_id": row.client_order_id,
+            "exchange_status": row.status,
+            "filled_quantity": float(row.executed_qty),
+            "fill_price": None if avg is None else float(avg),
+        }
+
+    def _listing(self, row: OrderRow) -> dict[str, Any]:
+        kind = "market" if row.type == "MARKET" else f"{row.type.lower()}@{_plain(row.price or 0)}"
+        return {
+            "id": row.client_order_id,
+            "symbol": row.symbol,
+            "side": row.side.lower(),
+            "type": kind,
+            "quantity": float(row.quantity) if row.quantity is not None else None,
+            "state": state_name(row.status),
+            "status": row.status,
+            "time_in_force": row.time_in_force,
+            "filled_quantity": float(row.executed_qty),
+            "fill_price": None if row.avg_price is None else float(row.avg_price),
+            "exchange_order_id": row.exchange_order_id,
+            "reject_reason": row.reject_reason,
+            "created_at": _iso(row.created_at),
+            "updated_at": _iso(row.updated_at),
+        }
+
+
+def _iso(ts: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).isoformat()

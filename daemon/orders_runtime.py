@@ -1,0 +1,200 @@
+"""Building and running the broker side (``--trade``): the paper broker by default, the order
+service above it, the tick feed for resting paper orders, and periodic reconciliation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import aiohttp
+import structlog
+
+from brokers.binance_broker import BinanceBroker
+from brokers.binance_user_stream import UserStream
+from brokers.filters import SymbolRules
+from brokers.models import BrokerError
+from brokers.order_store import OrderStore
+from brokers.paper import PaperBroker
+from brokers.service import OrderService, SafetyLimits
+from config import Settings
+from config.database import Database
+from daemon.supervisor import Supervisor
+from daemon.trades_log import TradesLog
+from engine.events import Tick
+from engine.live import LiveEngine
+from engine.market_data.errors import MarketDataError
+from engine.market_data.intervals import to_binance
+from engine.market_data.symbol_directory import SymbolDirectory
+
+log = structlog.get_logger(__name__)
+
+PRICE_WAIT_S = 10.0
+
+
+class EngineQuotes:
+    """Prices and exchange rules for brokers, from the live engine and exchangeInfo."""
+
+    def __init__(self, engine: LiveEngine, directory: SymbolDirectory, interval: str) -> None:
+        self.engine = engine
+        self.directory = directory
+        self.interval = interval
+        self._rules: dict[str, SymbolRules] = {}
+
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        cached = self._rules.get(symbol)
+        if cached is not None:
+            return cached
+        try:
+            entry = await self.directory.entry(symbol)
+        except MarketDataError:
+            return None
+        if entry is None:
+            return None
+        rules = self._rules[symbol] = SymbolRules.from_exchange_info(entry)
+        return rules
+
+    async def price(self, symbol: str) -> Decimal | None:
+        """The engine's last price; a symbol not followed yet is followed and its first price awaited."""
+        last = self.engine.last_price(symbol)
+        if last is None:
+            if not self.engine.follows(symbol, self.interval):
+                self.engine.follow(symbol, self.interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PRICE_WAIT_S):
+                    await self.engine.wait_until(lambda: self.engine.last_price(symbol) is not None)
+            last = self.engine.last_price(symbol)
+        return None if last is None else Decimal(str(last))
+
+
+async def feed_paper_ticks(engine: LiveEngine, broker: PaperBroker) -> None:
+    """Resting paper limit orders fill when a tick reaches them (supervised task)."""
+    sub = engine.subscribe([Tick])
+    try:
+        async for event in sub:
+            if isinstance(event, Tick) and event.symbol in broker.resting_symbols():
+                await broker.on_price(event.symbol, Decimal(str(event.price)))
+    finally:
+        sub.close()
+
+
+class BrokerChoiceError(ValueError):
+    """The broker settings cannot be honoured (missing keys, mainnet without --live)."""
+
+
+def choose_broker(settings: Settings) -> str:
+    """paper or binance, from the settings (see Settings.broker)."""
+    if settings.broker == "paper":
+        return "paper"
+    keys = settings.binance_keys()
+    mainnet = "api.binance.com" in settings.binance_rest_url
+    if keys is None:
+        if settings.broker == "binance":
+            raise BrokerChoiceError("broker=binance needs BINANCE_API_KEY and BINANCE_API_SECRET (or --sim)")
+        return "paper"
+    if mainnet and not settings.live:
+        if settings.broker == "binance":
+            raise BrokerChoiceError("orders on Binance mainnet need --live; use --testnet for the spot testnet")
+        log.warning("mainnet_keys_ignored", reason="mainnet trading needs --live; using the paper broker")
+        return "paper"
+    return "binance"
+
+
+@contextlib.asynccontextmanager
+async def running_orders(
+    settings: Settings,
+    *,
+    db: Database,
+    engine: LiveEngine,
+    directory: SymbolDirectory,
+    supervisor: Supervisor,
+    trades_log: TradesLog,
+    session: aiohttp.ClientSession,
+) -> AsyncIterator[OrderService]:
+    quotes = EngineQuotes(engine, directory, to_binance(settings.intervals[0]) if settings.intervals else "1m")
+    limits = SafetyLimits(
+        max_order_notional=settings.trading_max_order_notional,
+        max_daily_notional=settings.trading_max_daily_notional,
+        allowed_symbols=frozenset(settings.trading_allowed_symbols),
+    )
+    if choose_broker(settings) == "binance":
+        async with _binance_orders(settings, engine, db, supervisor, trades_log, limits, session) as service:
+            yield service
+        return
+    broker = PaperBroker(
+        db,
+        rules=quotes.rules,
+        price=quotes.price,
+        starting_balances=dict(settings.paper_balances),
+        fee_rate=settings.paper_fee_rate,
+        slippage=settings.paper_slippage,
+    )
+    await broker.start()
+    service = OrderService(
+        broker,
+        OrderStore(db),
+        audit=trades_log.append,
+        mark_price=engine.last_price,
+        limits=limits,
+    )
+    await service.reconcile()
+    supervisor.start("paper-ticks", lambda: feed_paper_ticks(engine, broker))
+    supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+    log.info("broker_ready", broker=broker.name)
+    yield service
+
+
+def _reconcile(service: OrderService):  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        await service.reconcile()
+
+    return run
+
+
+@contextlib.asynccontextmanager
+async def _binance_orders(
+    settings: Settings,
+    engine: LiveEngine,
+    db: Database,
+    supervisor: Supervisor,
+    trades_log: TradesLog,
+    limits: SafetyLimits,
+    session: aiohttp.ClientSession,
+) -> AsyncIterator[OrderService]:
+    keys = settings.binance_keys()
+    assert keys is not None
+    broker = BinanceBroker(api_key=keys[0], api_secret=keys[1], rest_url=settings.binance_rest_url)
+    try:
+        service = OrderService(
+            broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits
+        )
+        try:
+            await broker.sync_time()
+            await service.reconcile()
+        except BrokerError as exc:
+            log.error("broker_start_degraded", broker=broker.name, error=str(exc))
+        stream = UserStream(
+            session,
+            settings.binance_ws_api_url,
+            api_key=keys[0],
+            api_secret=keys[1],
+            on_order=service.on_update,
+            on_resubscribed=service.reconcile,
+            time_offset_ms=lambda: int(broker._client.timestamp_offset),
+        )
+        supervisor.start("binance-user-stream", stream.run)
+        supervisor.every("binance-time-sync", 300.0, _discard(broker.sync_time))
+        supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+        service.user_stream = stream  # type: ignore[attr-defined]
+        log.info("broker_ready", broker=broker.name, rest=settings.binance_rest_url)
+        yield service
+    finally:
+        await broker.close()
+
+
+def _discard(job):  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        await job()
+
+    return run

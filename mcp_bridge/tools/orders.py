@@ -1,0 +1,74 @@
+"""place_order, cancel_order, get_orders, get_positions, get_balance (contract §2.4-2.8), for real.
+
+Thin adapters over the order service; failures become isError results with chartgen's
+text style and, where one applies, the structured error code of the prompts contract
+(-32001 rate limited with retry_after_secs, -32002 invalid credentials, -32003 invalid
+symbol, -32004 insufficient balance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from brokers.models import BrokerError
+from brokers.service import OrderInputError, OrderService
+from mcp_bridge.errors import ToolError
+from mcp_bridge.tools.charting import text
+from mcp_bridge.tools.context import Handler, Services, ToolResult
+from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
+
+Operation = Callable[[OrderService, dict[str, Any]], Awaitable[Any]]
+
+
+def _handler(op: Operation) -> Handler:
+    async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
+        if services.orders is None:
+            raise ToolError(ENGINE_NOT_RUNNING)
+        try:
+            return [text(await op(services.orders, args))]
+        except OrderInputError as exc:
+            raise ToolError(str(exc), code=exc.code) from None
+        except BrokerError as exc:
+            raise ToolError(f"order failed: {exc}", code=exc.code, data=exc.data) from None
+
+    return handler
+
+
+def _only(name: str, args: dict[str, Any], allowed: set[str]) -> None:
+    extra = set(args) - allowed
+    if extra:
+        raise OrderInputError(f"{name} does not take {sorted(map(str, extra))[:5]}")
+
+
+async def _place(svc: OrderService, args: dict[str, Any]) -> Any:
+    return await svc.place_order(args)
+
+
+async def _cancel(svc: OrderService, args: dict[str, Any]) -> Any:
+    _only("cancel_order", args, {"order_id"})
+    return await svc.cancel_order(args.get("order_id"))
+
+
+async def _orders(svc: OrderService, args: dict[str, Any]) -> Any:
+    _only("get_orders", args, {"filter"})
+    return await svc.get_orders(args.get("filter", "all"))
+
+
+async def _positions(svc: OrderService, args: dict[str, Any]) -> Any:
+    _only("get_positions", args, set())
+    return await svc.get_positions()
+
+
+async def _balance(svc: OrderService, args: dict[str, Any]) -> Any:
+    _only("get_balance", args, set())
+    return await svc.get_balance()
+
+
+ORDER_HANDLERS: dict[str, Handler] = {
+    "place_order": _handler(_place),
+    "cancel_order": _handler(_cancel),
+    "get_orders": _handler(_orders),
+    "get_positions": _handler(_positions),
+    "get_balance": _handler(_balance),
+}
