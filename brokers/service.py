@@ -166,6 +166,8 @@ class OrderService:
         self._in_flight: set[str] = set()
         self._assets: dict[str, tuple[str, str]] = {}
         self.latencies_ms: list[float] = []
+        self.unknown_lookup_delays_s: tuple[float, ...] = (0.2, 1.0, 3.0)
+        """Waits before each lookup of an order whose answer was lost."""
         broker.set_event_handler(self.on_update)
 
     async def _write(self, lines: Sequence[str]) -> None:
@@ -262,7 +264,7 @@ class OrderService:
         return {"order_id": row.client_order_id, "status": state_name(row.status), **self._details(row)}
 
     async def _lookup_after_unknown(self, req: OrderRequest) -> ExchangeOrder | None:
-        for delay in (0.2, 1.0, 3.0):
+        for delay in self.unknown_lookup_delays_s:
             await asyncio.sleep(delay)  # give the exchange time to settle before asking; bounded retries
             try:
                 found = await self.broker.query(req.symbol, req.client_order_id)
