@@ -40,9 +40,18 @@ class DaemonServer(uvicorn.Server):
     in order (design: lifecycle in three phases, style.md §4).
     """
 
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+        """Set once the sockets accept connections (systemd READY=1 waits on it)."""
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.listening.set()
 
 
 def make_server(app: Any) -> DaemonServer:

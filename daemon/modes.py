@@ -12,7 +12,8 @@ from typing import Any
 import structlog
 
 from config import Settings
-from daemon.http_server import BindError, bind_socket, make_server, stop_on_signals
+from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
+from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.services import chart_service, daemon_services, describe_endpoints
 from engine.charts.service import ChartRequest
 from engine.indicators.params import IndicatorError
@@ -127,11 +128,38 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             markets = ", ".join(f"{s} {i}" for s in settings.symbols for i in settings.intervals)
             print(f"Live engine following {markets}; readiness at http://{shown}:{port}/readyz", flush=True)
         log.info("mcp_http_started", host=host, port=port, trade=trade, **describe_endpoints(settings))
+        notifier = Notifier()
+        systemd = asyncio.create_task(_tell_systemd(notifier, http, services), name="sd-notify")
         try:
             await http.serve(sockets=[sock])
         finally:
+            notifier.stopping()
+            systemd.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await systemd
             if router.session_push is not None:
                 await router.session_push.close()
+            notifier.close()
+
+
+def status_line(services: Services) -> str:
+    """The one-line state for systemd's STATUS= (degraded reasons first)."""
+    engine = services.engine
+    if engine is None:
+        return "serving (charts only)"
+    ready, reasons = engine.readiness()
+    alerts = services.alerts.evaluator.active_count if services.alerts is not None else 0
+    head = "ready" if ready else "degraded: " + "; ".join(reasons[:3])
+    return f"{head} | {len(engine.markets)} markets, {alerts} alerts active"
+
+
+async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Services) -> None:
+    """READY=1 once the server listens; then STATUS= updates and watchdog pings while the loop is healthy."""
+    if not notifier.enabled:
+        return
+    await http.listening.wait()
+    notifier.ready(status_line(services))
+    await keep_alive(notifier, lambda: status_line(services), watchdog_interval_s() or 10.0)
 
 
 def daemon_status(services: Services) -> dict[str, Any]:
