@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from brokers.simulator.faults import HttpErrorFault
+from brokers.simulator.faults import HttpErrorFault, OrderFault
 from brokers.simulator.rest import EXCHANGE_KEY, json_response
 
 
@@ -96,6 +96,24 @@ async def post_faults(request: web.Request) -> web.Response:
         for conn in ex.hub.connections:
             conn.queue.put_nowait(b"")  # wake writers so the new limit applies now
         done["max_connection_age_s"] = age
+    if "order_fault" in body:
+        spec = body["order_fault"]
+        kind = spec.get("kind") if isinstance(spec, dict) else None
+        if kind not in ("timeout", "error_after_accept"):
+            return _bad('order_fault needs {"kind":"timeout"|"error_after_accept","count":1,"status":503,"delay_s":30}')
+        ex.faults.order_faults.append(
+            OrderFault(
+                kind=kind,
+                count=int(spec.get("count", 1)),
+                status=int(spec.get("status", 503)),
+                delay_s=float(spec.get("delay_s", 30.0)),
+            )
+        )
+        done["order_fault"] = spec
+    if body.get("drop_ws_api"):
+        done["ws_api_dropped"] = ex.ws_api.drop_all()
+    if body.get("user_stream_terminated"):
+        done["user_streams_terminated"] = ex.ws_api.terminate_all(ex.now_ms(), ex.account)
     if body.get("drop_streams"):
         done["dropped"] = ex.hub.drop_all()
     if body.get("server_shutdown"):

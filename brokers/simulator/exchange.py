@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from brokers.simulator.accounts import SimAccount
 from brokers.simulator.clock import ClockMode, SimClock
 from brokers.simulator.faults import Faults
 from brokers.simulator.market import INTERVAL_MS, Market, kline_event, open_time_of
 from brokers.simulator.prices import start_price
 from brokers.simulator.streams import StreamConnection, StreamHub
 from brokers.simulator.weights import WeightMeter
+from brokers.simulator.ws_api_hub import WsApiHub
 
 DEFAULT_SYMBOLS = ("BTCUSDT", "ETHUSDT", "SOLUSDT", "BNBUSDT")
 DEFAULT_API_KEY = "sim-api-key"
@@ -50,6 +52,8 @@ class SimExchange:
         self.requests: Counter[str] = Counter()
         origin = self.clock.now_ms()
         self.markets: dict[str, Market] = {s.upper(): Market(s.upper(), config.seed, origin) for s in config.symbols}
+        self.account = SimAccount(config.balances)
+        self.ws_api = WsApiHub()
 
     # --- time ------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -99,9 +103,20 @@ class SimExchange:
         return frames
 
     def trade(self, symbol: str, price: float, qty: float) -> None:
-        """A trade at ``price`` now: re-anchors the path and pushes that market's streams."""
+        """A trade at ``price`` now: re-anchors the path, fills resting orders it reaches, pushes streams."""
         self.markets[symbol].trade(self.now_ms(), price, qty)
+        self.account.match(symbol, Decimal(f"{price:.8f}"), self.now_ms())
         self.push_updates(symbol)
+
+    def match_resting(self) -> int:
+        """Fill resting orders the price path has reached (after the clock moved)."""
+        now = self.now_ms()
+        symbols = {o.symbol for o in self.account.orders.values() if o.status == "NEW"}
+        return sum(
+            self.account.match(s, Decimal(f"{self.markets[s].last_price(now):.8f}"), now)
+            for s in symbols
+            if s in self.markets
+        )
 
     def advance(self, seconds: float) -> dict[str, Any]:
         before = self.now_ms()
@@ -109,13 +124,31 @@ class SimExchange:
         closed = 0
         for interval, step in INTERVAL_MS.items():
             closed += max(0, (open_time_of(interval, after) - open_time_of(interval, before)) // step)
+        filled = self.match_resting()
         frames = self.push_updates()
-        return {"ok": True, "time": after, "closed_per_market": closed, "frames": frames}
+        return {"ok": True, "time": after, "closed_per_market": closed, "frames": frames, "orders_filled": filled}
 
     def state(self) -> dict[str, Any]:
         return {
-            "orders": [],
-            "balances": {a: {"free": str(v), "locked": "0"} for a, v in self.config.balances.items()},
+            "orders": [
+                {
+                    k: o.rest_view()[k]
+                    for k in (
+                        "symbol",
+                        "orderId",
+                        "clientOrderId",
+                        "status",
+                        "side",
+                        "type",
+                        "price",
+                        "origQty",
+                        "executedQty",
+                    )
+                }
+                for o in self.account.orders.values()
+            ],
+            "balances": {b["asset"]: {"free": b["free"], "locked": b["locked"]} for b in self.account.balances_view()},
+            "ws_api": self.ws_api.state(),
             "requests": dict(self.requests),
             "weight_used_1m": self.weights.used(),
             "streams": self.hub.state(),

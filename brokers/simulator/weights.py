@@ -14,6 +14,12 @@ ENDPOINT_WEIGHTS: dict[str, int] = {
     "/api/v3/klines": 2,
     "/api/v3/ticker/price": 2,
     "/api/v3/ticker/24hr": 2,
+    "/api/v3/order": 1,
+    "/api/v3/order/test": 1,
+    "/api/v3/openOrders": 6,
+    "/api/v3/allOrders": 20,
+    "/api/v3/account": 20,
+    "/api/v3/myTrades": 20,
 }
 WINDOW_S = 60.0
 
