@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -104,6 +104,7 @@ class AlertEvaluator:
         self._requests: dict[str, Hashable] = {}
         self.fired = 0
         self.lagged = 0
+        self._audit_due = asyncio.Event()
         self.evaluated: dict[str, int] = {}
         """Per ``SYMBOL interval``: open time of the newest bar whose signals were checked."""
         self._fire_lock = asyncio.Lock()
@@ -127,7 +128,7 @@ class AlertEvaluator:
         else:
             self.touch.add(alert.symbol, alert.kind == "price_above", alert.threshold or 0.0, alert.id)
 
-    def index_many(self, alerts: Sequence[Alert]) -> None:
+    def index_many(self, alerts: Iterable[Alert]) -> None:
         """Bulk index at start-up (touch alerts are sorted once, not inserted one by one)."""
         bulk: list[tuple[str, bool, float, str]] = []
         for a in alerts:
@@ -176,6 +177,28 @@ class AlertEvaluator:
     # --- evaluation ----------------------------------------------------------------------
     def crossed_by_tick(self, tick: Tick) -> list[Crossed]:
         return self.touch.take_crossed(tick.symbol, tick.price)
+
+    async def on_ticks(self, ticks: Sequence[Tick]) -> list[Fired]:
+        """Several ticks at once (a backlog drained from the queue): one transaction for all they cross."""
+        taken: list[tuple[str, list[Crossed]]] = []
+        firings: list[Firing] = []
+        now = self._clock()
+        for tick in ticks:
+            crossed = self.touch.take_crossed(tick.symbol, tick.price)
+            if crossed:
+                taken.append((tick.symbol, crossed))
+                firings.extend(
+                    Firing(alert_id=c.alert_id, value=tick.price, triggered_at=now, bar_time=tick.bar_time or None)
+                    for c in crossed
+                )
+        if not firings:
+            return []
+
+        def restore() -> None:
+            for symbol, crossed in taken:
+                self.touch.put_back(symbol, crossed)
+
+        return await self._fire(firings, restore)
 
     async def on_tick(self, tick: Tick) -> list[Fired]:
         crossed = self.touch.take_crossed(tick.symbol, tick.price)
@@ -246,9 +269,16 @@ class AlertEvaluator:
         if missing:
             log.debug("alert_already_gone", alerts=len(missing))
         if fired:
-            log.info("alerts_fired", count=len(fired), first=fired[0].alert.id)
-            await self.write_audit()
+            log.debug("alerts_fired", count=len(fired), first=fired[0].alert.id)
+            self._audit_due.set()
         return fired
+
+    async def run_audit(self) -> None:
+        """Background task: append trades.log lines for fired alerts, batched (never on the firing path)."""
+        while True:
+            await self._audit_due.wait()
+            self._audit_due.clear()
+            await self.write_audit()
 
     async def write_audit(self) -> None:
         """Append trades.log lines for fired alerts not yet logged (also run at start-up)."""
@@ -262,27 +292,42 @@ class AlertEvaluator:
 
     # --- the event loop ------------------------------------------------------------------
     async def run(self) -> None:
-        """Consume engine events until cancelled (the daemon supervises and restarts this task)."""
+        """Consume engine events until cancelled (the daemon supervises and restarts this task).
+
+        Ticks waiting in the queue are taken together (up to 1,000) and their firings written
+        in one transaction, so a burst costs one commit instead of one per tick.
+        """
         sub = self.market.subscribe((Tick, BarClosed, IndicatorsUpdated), maxsize=self._queue_size)
         try:
             async for event in sub:
+                batch: list[Tick] = []
+                following: Any = event
+                while isinstance(following, Tick) and len(batch) < 1000:
+                    batch.append(following)
+                    following = sub.get_nowait()
                 try:
-                    if isinstance(event, Tick):
-                        await self.on_tick(event)
-                    elif isinstance(event, BarClosed):
-                        await self.on_bar_closed(event)
-                    elif isinstance(event, IndicatorsUpdated):
-                        await self.on_indicators(event)
-                    elif isinstance(event, Lagged):
-                        self.lagged += event.dropped
-                        log.warning("alert_evaluator_lagged", dropped=event.dropped)
-                        await self.resync_prices()
+                    if batch:
+                        await self.on_ticks(batch)
+                    if following is not None and not isinstance(following, Tick):
+                        await self._dispatch(following)
+                    elif following is not None:
+                        await self.on_ticks([following])
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("alert_event_failed", event=type(event).__name__)
         finally:
             sub.close()
+
+    async def _dispatch(self, event: object) -> None:
+        if isinstance(event, BarClosed):
+            await self.on_bar_closed(event)
+        elif isinstance(event, IndicatorsUpdated):
+            await self.on_indicators(event)
+        elif isinstance(event, Lagged):
+            self.lagged += event.dropped
+            log.warning("alert_evaluator_lagged", dropped=event.dropped)
+            await self.resync_prices()
 
     async def resync_prices(self) -> None:
         """After dropped events, check every touch book against the engine's latest prices."""

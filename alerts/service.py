@@ -52,11 +52,13 @@ class AlertService:
 
     async def start(self) -> int:
         """Index every stored alert (start-up); writes audit lines a crash left unwritten."""
-        alerts = await self.store.active()
-        self.evaluator.index_many(alerts)
+        count = 0
+        async for batch in self.store.active_batches():
+            self.evaluator.index_many(batch)
+            count += len(batch)
         await self.evaluator.write_audit()
-        log.info("alerts_loaded", count=len(alerts))
-        return len(alerts)
+        log.info("alerts_loaded", count=count)
+        return count
 
     async def set_alert(self, principal: str, args: dict[str, Any]) -> dict[str, Any]:
         now = self._clock()

@@ -14,8 +14,9 @@ call, cancelled) is skipped, so firing is idempotent and exactly-once across cra
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,6 +164,18 @@ class AlertStore:
                 ],
             )
 
+    async def active_batches(self, size: int = 10_000) -> AsyncIterator[list[Alert]]:
+        """Every active alert, ``size`` at a time (start-up indexing without holding all records at once)."""
+        after = ""
+        while True:
+            rows = await self.db.fetchall(
+                "SELECT id, record FROM alerts WHERE id > ? ORDER BY id LIMIT ?", (after, size)
+            )
+            if not rows:
+                return
+            yield [_alert(r["record"]) for r in rows]
+            after = rows[-1]["id"]
+
     async def active(self) -> list[Alert]:
         rows = await self.db.fetchall("SELECT record FROM alerts ORDER BY created_at")
         return [_alert(r["record"]) for r in rows]
@@ -201,90 +214,81 @@ class AlertStore:
         """Fire every alert of ``firings`` that is still active, atomically; returns what fired, in order."""
         if not firings:
             return []
+        return await self.db.run_transaction(lambda conn: self._fire_sync(conn, firings))
+
+    def _fire_sync(self, conn: sqlite3.Connection, firings: Sequence[Firing]) -> list[Fired]:
+        """The firing transaction (runs on the database thread; see Database.run_transaction)."""
         by_id = {f.alert_id: f for f in firings}
         order = list(by_id)
-        async with self.db.transaction() as tx:
-            records: dict[str, str] = {}
-            for chunk in _chunks(order):
-                marks = ",".join("?" * len(chunk))
-                async with tx.execute(f"SELECT id, record FROM alerts WHERE id IN ({marks})", list(chunk)) as cur:
-                    for row in await cur.fetchall():
-                        records[row["id"]] = row["record"]
-            live = [aid for aid in order if aid in records]
-            if not live:
-                return []
-            alerts = {aid: _alert(records[aid]) for aid in live}
-            principals = sorted({a.principal for a in alerts.values()})
-            subs: dict[str, Subscription] = {}
-            for chunk in _chunks(principals):
-                marks = ",".join("?" * len(chunk))
-                async with tx.execute(
-                    f"SELECT * FROM push_subscriptions WHERE principal IN ({marks})", list(chunk)
-                ) as cur:
-                    for row in await cur.fetchall():
-                        subs[row["principal"]] = _subscription(row)
-            pushed = [
-                aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])
-            ]
-            seqs: dict[str, int] = {}
-            if pushed:
-                async with tx.execute(
-                    "UPDATE alert_counters SET value = value + ? WHERE name = 'push_seq' RETURNING value",
-                    (len(pushed),),
-                ) as cur:
-                    row = await cur.fetchone()
-                last = int(row[0])
-                seqs = {aid: last - len(pushed) + 1 + i for i, aid in enumerate(pushed)}
-            now = max(f.triggered_at for f in firings)
-            out: list[Fired] = []
-            for aid in live:
-                a, f = alerts[aid], by_id[aid]
-                data = _dumps(push_frame(a, f)) if aid in seqs else None
-                out.append(Fired(a, f, seqs.get(aid), data))
-            for chunk in _chunks(live):
-                marks = ",".join("?" * len(chunk))
-                await tx.execute(f"DELETE FROM alerts WHERE id IN ({marks})", list(chunk))
-            await tx.executemany(
-                "INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record)"
-                " VALUES (?, ?, 'fired', ?, ?, ?, ?)",
-                [
-                    (
-                        x.alert.id,
-                        x.alert.principal,
-                        x.firing.triggered_at,
-                        x.firing.value,
-                        x.firing.bar_time,
-                        records[x.alert.id],
-                    )
-                    for x in out
-                ],
-            )
-            await tx.executemany(
-                "INSERT OR IGNORE INTO notifications (alert_id, principal, payload, created_at) VALUES (?, ?, ?, ?)",
-                [(x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing)), now) for x in out],
-            )
-            if seqs:
-                await tx.executemany(
-                    "INSERT OR IGNORE INTO push_queue (seq, principal, alert_id, frame, enqueued_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (x.push_seq, x.alert.principal, x.alert.id, x.push_data, now)
-                        for x in out
-                        if x.push_seq is not None
-                    ],
+        records: dict[str, str] = {}
+        for chunk in _chunks(order):
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(f"SELECT id, record FROM alerts WHERE id IN ({marks})", list(chunk)):
+                records[row[0]] = row[1]
+        live = [aid for aid in order if aid in records]
+        if not live:
+            return []
+        alerts = {aid: _alert(records[aid]) for aid in live}
+        principals = sorted({a.principal for a in alerts.values()})
+        subs: dict[str, Subscription] = {}
+        for chunk in _chunks(principals):
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(f"SELECT * FROM push_subscriptions WHERE principal IN ({marks})", list(chunk)):
+                subs[row["principal"]] = _subscription(row)
+        pushed = [aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])]
+        seqs: dict[str, int] = {}
+        if pushed:
+            row = conn.execute(
+                "UPDATE alert_counters SET value = value + ? WHERE name = 'push_seq' RETURNING value", (len(pushed),)
+            ).fetchone()
+            last = int(row[0])
+            seqs = {aid: last - len(pushed) + 1 + i for i, aid in enumerate(pushed)}
+        now = max(f.triggered_at for f in firings)
+        out: list[Fired] = []
+        for aid in live:
+            a, f = alerts[aid], by_id[aid]
+            data = _dumps(push_frame(a, f)) if aid in seqs else None
+            out.append(Fired(a, f, seqs.get(aid), data))
+        for chunk in _chunks(live):
+            marks = ",".join("?" * len(chunk))
+            conn.execute(f"DELETE FROM alerts WHERE id IN ({marks})", list(chunk))
+        conn.executemany(
+            "INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record)"
+            " VALUES (?, ?, 'fired', ?, ?, ?, ?)",
+            [
+                (
+                    x.alert.id,
+                    x.alert.principal,
+                    x.firing.triggered_at,
+                    x.firing.value,
+                    x.firing.bar_time,
+                    records[x.alert.id],
                 )
-            for principal in principals:
-                await self._trim(tx, principal)
+                for x in out
+            ],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO notifications (alert_id, principal, payload, created_at) VALUES (?, ?, ?, ?)",
+            [(x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing)), now) for x in out],
+        )
+        if seqs:
+            conn.executemany(
+                "INSERT OR IGNORE INTO push_queue (seq, principal, alert_id, frame, enqueued_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(x.push_seq, x.alert.principal, x.alert.id, x.push_data, now) for x in out if x.push_seq is not None],
+            )
+        for principal in principals:
+            self._trim_sync(conn, principal)
         return out
 
-    async def _trim(self, tx: Any, principal: str) -> None:
+    def _trim_sync(self, conn: sqlite3.Connection, principal: str) -> None:
         """Enforce the caps: keep the newest ``push_cap`` frames and ``poll_cap`` notifications."""
-        await tx.execute(
+        conn.execute(
             "DELETE FROM push_queue WHERE principal = ? AND seq <= ("
             " SELECT seq FROM push_queue WHERE principal = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
             (principal, principal, self.limits.push_cap),
         )
-        await tx.execute(
+        conn.execute(
             "DELETE FROM notifications WHERE principal = ? AND rowid <= ("
             " SELECT rowid FROM notifications WHERE principal = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
             (principal, principal, self.limits.poll_cap),

@@ -9,6 +9,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from bench.alerts import print_table as print_alert_table
+from bench.alerts import run as run_alert_benches
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
 from bench.engine import bench_memory
 from bench.engine import run_all as run_engine_benches
@@ -37,6 +39,7 @@ def main() -> None:
     results.update(asyncio.run(bench_ping_while_rendering()))
     results.update(asyncio.run(run_engine_benches()))
     results["engine_rss_1000x2x1000_mb"] = bench_memory()
+    results["alerts"] = run_alert_benches()
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -54,6 +57,8 @@ def main() -> None:
     print(f"{'benchmark':<50} {'value':>10}  {'target':>8}  ok")
     for name, value, unit, target in rows:
         print(f"{name:<50} {value:>8.2f}{unit}  {'≤' + str(target) + unit:>8}  {'yes' if value <= target else 'NO'}")
+    print("\nalerts:")
+    print_alert_table(results["alerts"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")

@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -36,6 +36,9 @@ class Migrations:
         versions = [v for v, _ in self.steps]
         if versions != list(range(1, len(versions) + 1)):
             raise ValueError(f"{self.package}: migration versions must be 1, 2, 3, ... in order; got {versions}")
+
+
+T = TypeVar("T")
 
 
 class DatabaseError(RuntimeError):
@@ -120,6 +123,28 @@ class Database:
                 raise
             else:
                 await self._conn.execute("COMMIT")
+
+    async def run_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` on the database thread, in one hop.
+
+        For hot paths (alert firing): the whole transaction costs one thread hand-off instead
+        of one per statement.  ``fn`` must only use the connection it is given and must not
+        touch the event loop; any exception rolls the transaction back and is re-raised here.
+        """
+
+        def in_transaction() -> T:
+            conn = self._conn._conn  # aiosqlite's sqlite3 connection, used on its own thread
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        async with self._lock:
+            return await self._conn._execute(in_transaction)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         async with self._lock:

@@ -54,6 +54,7 @@ async def running_alerts(
     )
     await service.start()
     supervisor.start("alert-evaluator", evaluator.run)
+    supervisor.start("alert-audit-log", evaluator.run_audit)
     supervisor.start("push-delivery-marks", hub.run_flusher)
     supervisor.every("alert-expiry", 5.0, _discard(evaluator.expire_due))
     supervisor.every("push-queue-ttl", 60.0, _discard(lambda: store.sweep(time.time())))
@@ -61,6 +62,7 @@ async def running_alerts(
         yield AlertRuntime(store, evaluator, hub, service)
     finally:
         await hub.flush()
+        await evaluator.write_audit()
 
 
 def engine_default_interval(settings: Settings) -> str:

@@ -1,0 +1,368 @@
+"""Alert engine benchmarks: per-tick cost with 1M alerts, memory, mass firing, push latency, set_alert rate.
+
+    python -m bench.alerts          # prints a table, returns the figures
+
+- 1,000,000 touch price alerts over 1,000 symbols: median/p99 cost of a tick that fires
+  nothing (target ≤ 10 µs median), and the RSS they add (target ≤ 600 MB; measured in a
+  fresh subprocess).
+- 10,000 alerts crossed by one tick: time until they are fired and committed (≤ 1 s).
+- Tick → SSE frame on loopback at 1,000 ticks/s against the real daemon: p50/p99 (≤ 2/10 ms).
+- ``set_alert`` over MCP HTTP with the official SDK client: calls per second (≥ 500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from alerts.evaluator import AlertEvaluator
+from alerts.models import Alert
+from alerts.push import PushHub
+from alerts.store import AlertStore
+from config.database import Database
+from engine.events import Tick
+
+SYMBOLS = 1000
+ALERTS = 1_000_000
+
+
+class NullMarket:
+    """The engine seen by the evaluator, without an engine (follow/unfollow are bookkeeping only)."""
+
+    def follow(self, symbol: str, interval: str) -> None:
+        return None
+
+    def unfollow(self, symbol: str, interval: str) -> None:
+        return None
+
+    def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:
+        return (request.definition.name, ())
+
+    def subscribe(self, kinds: Any = None, *, symbols: Any = None, maxsize: int | None = None) -> Any:
+        raise NotImplementedError
+
+    def last_price(self, symbol: str) -> float | None:
+        return None
+
+    def exchange_time_ms(self, symbol: str) -> int | None:
+        return None
+
+
+def _alerts(n: int, symbols: int, rng: random.Random, start: int = 0) -> list[Alert]:
+    now = time.time()
+    out = []
+    for i in range(start, start + n):
+        symbol = f"S{i % symbols:04d}USDT"
+        above = i % 2 == 0
+        level = 100.0 * (1.05 + rng.random()) if above else 100.0 * (0.95 - rng.random() * 0.5)
+        out.append(
+            Alert(
+                id=str(uuid.UUID(int=rng.getrandbits(128))),
+                principal="bench",
+                symbol=symbol,
+                interval="1m",
+                kind="price_above" if above else "price_below",
+                threshold=level,
+                created_at=now,
+            )
+        )
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+async def bench_tick_cost(n: int = ALERTS, symbols: int = SYMBOLS, ticks: int = 200_000) -> dict[str, float]:
+    """Per-tick evaluation with ``n`` alerts indexed, for ticks that cross nothing."""
+    rng = random.Random(7)
+    evaluator = AlertEvaluator(None, NullMarket(), PushHub())  # type: ignore[arg-type]
+    rss0 = _rss_mb()
+    for start in range(0, n, 10_000):  # as the service loads them: in batches from SQLite
+        evaluator.index_many(_alerts(min(10_000, n - start), symbols, rng, start))
+    rss1 = _rss_mb()
+    names = [f"S{i:04d}USDT" for i in range(symbols)]
+    samples = []
+    on_tick = evaluator.on_tick
+    for i in range(ticks):
+        tick = Tick(names[i % symbols], "1m", 100.0 + rng.random(), i, 0)
+        t0 = time.perf_counter_ns()
+        await on_tick(tick)
+        samples.append(time.perf_counter_ns() - t0)
+    samples.sort()
+    return {
+        "median_us": samples[len(samples) // 2] / 1000,
+        "p99_us": samples[int(len(samples) * 0.99)] / 1000,
+        "rss_growth_mb": rss1 - rss0,
+        "alerts": float(len(evaluator.touch)),
+    }
+
+
+def bench_memory_subprocess() -> dict[str, float]:
+    """bench_tick_cost in a fresh interpreter, so the RSS growth is the alerts' own."""
+    code = (
+        "import asyncio, json; from bench.alerts import bench_tick_cost; "
+        "print(json.dumps(asyncio.run(bench_tick_cost(ticks=100_000))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+async def bench_mass_fire(n: int = 10_000) -> float:
+    """Seconds from the tick that crosses ``n`` alerts to their committed firing (file-backed SQLite, WAL)."""
+    from daemon.database import ALL_MIGRATIONS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = await Database.open(Path(tmp) / "bench.db")
+        await db.migrate(ALL_MIGRATIONS)
+        store = AlertStore(db)
+        rng = random.Random(3)
+        alerts = [
+            Alert(
+                id=str(uuid.UUID(int=rng.getrandbits(128))),
+                principal=f"p{i % 10}",
+                symbol="BTCUSDT",
+                interval="1m",
+                kind="price_above",
+                threshold=1000.0 + i * 0.01,
+                created_at=time.time(),
+            )
+            for i in range(n)
+        ]
+        await store.insert_many(alerts)
+        evaluator = AlertEvaluator(store, NullMarket(), PushHub())
+        evaluator.index_many(alerts)
+        t0 = time.perf_counter()
+        fired = await evaluator.on_tick(Tick("BTCUSDT", "1m", 5000.0, 0, 0))
+        elapsed = time.perf_counter() - t0
+        await db.close()
+        assert len(fired) == n
+        return elapsed
+
+
+async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000.0) -> dict[str, Any]:
+    """Against the real daemon (--sim, manual clock): tick → SSE frame latency, and set_alert calls/s."""
+    from tests.support.daemon_proc import mcp_client, start_daemon
+
+    with tempfile.TemporaryDirectory() as tmp:
+        daemon = await start_daemon(
+            ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"],
+            data_dir=Path(tmp),
+            env={"CHARTGEN_ALERTS_MAX_PER_CLIENT": "1000000", "CHARTGEN_BROKER": "paper"},
+        )
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with asyncio.timeout(60):
+                    while True:
+                        async with http.get(f"{daemon.base}/readyz") as r:
+                            if r.status == 200:
+                                break
+                        await asyncio.sleep(0.05)
+                base = 70_000.0
+                async with mcp_client(daemon.mcp_url, daemon.token) as client:
+                    await client.call_tool("subscribe_notifications", {})
+                    t0 = time.perf_counter()
+                    for i in range(steps):
+                        await client.call_tool(
+                            "set_alert", {"symbol": "BTCUSDT", "condition": {"price_above": base + (i + 1) * 1.0}}
+                        )
+                    sequential = steps / (time.perf_counter() - t0)
+
+                    async def burst(k: int) -> None:
+                        async with mcp_client(daemon.mcp_url, daemon.token) as c:
+                            for j in range(250):
+                                await c.call_tool(
+                                    "set_alert",
+                                    {"symbol": "BTCUSDT", "condition": {"price_below": 1.0 + k + j * 0.001}},
+                                )
+
+                    t0 = time.perf_counter()
+                    async with asyncio.TaskGroup() as tg:
+                        for k in range(8):
+                            tg.create_task(burst(k))
+                    concurrent = 8 * 250 / (time.perf_counter() - t0)
+                headers = {"Authorization": f"Bearer {daemon.token}"}
+
+                async def raw_burst(k: int) -> None:
+                    for j in range(250):
+                        body = {
+                            "jsonrpc": "2.0",
+                            "id": j,
+                            "method": "tools/call",
+                            "params": {
+                                "name": "set_alert",
+                                "arguments": {"symbol": "BTCUSDT", "condition": {"price_below": 2.0 + k + j * 0.001}},
+                            },
+                        }
+                        async with http.post(daemon.mcp_url, json=body, headers=headers) as r:
+                            await r.read()
+
+                t0 = time.perf_counter()
+                async with asyncio.TaskGroup() as tg:
+                    for k in range(8):
+                        tg.create_task(raw_burst(k))
+                raw = 8 * 250 / (time.perf_counter() - t0)
+                sent: dict[float, float] = {}
+                latencies: list[float] = []
+                async with http.get(f"{daemon.base}/mcp", headers=headers) as resp:
+                    await resp.content.readline()
+
+                    async def reader() -> None:
+                        while len(latencies) < steps:
+                            line = (await resp.content.readline()).decode()
+                            if line.startswith("data: "):
+                                frame = json.loads(line[6:])
+                                level = frame["params"]["condition"]["threshold"]
+                                latencies.append((time.perf_counter() - sent[level]) * 1000)
+
+                    task = asyncio.create_task(reader())
+                    start = time.perf_counter()
+                    for i in range(steps):
+                        due = start + i / rate
+                        delay = due - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
+                        level = base + (i + 1) * 1.0
+                        sent[level] = time.perf_counter()
+                        async with http.post(
+                            f"{daemon.sim_url}/sim/v1/price", json={"symbol": "BTCUSDT", "price": f"{level + 0.5}"}
+                        ) as r:
+                            await r.read()
+                    async with asyncio.timeout(60):
+                        await task
+        finally:
+            await daemon.stop()
+    latencies.sort()
+    return {
+        "sse_p50_ms": statistics.median(latencies),
+        "sse_p99_ms": latencies[int(len(latencies) * 0.99) - 1],
+        "set_alert_sequential_per_s": sequential,
+        "set_alert_8_clients_per_s": concurrent,
+        "set_alert_json_rpc_8_connections_per_s": raw,
+    }
+
+
+async def bench_tick_to_sse(steps: int = 3000, rate: float = 1000.0) -> dict[str, float]:
+    """Tick → SSE frame inside the daemon: engine Tick events published at ``rate``/s, each crossing one alert.
+
+    The daemon's parts run as in production (engine bus, evaluator, SQLite firing, push hub,
+    the HTTP app under uvicorn); the ticks are put on the engine's bus directly, so the
+    simulator's own cost of producing a trade is not counted.  The SSE client is aiohttp in
+    the same process (its cost *is* counted).
+    """
+    from config import load_settings
+    from daemon.http_server import serving
+    from daemon.modes import token_authenticator
+    from daemon.services import daemon_services
+    from mcp_bridge.http_app import build_http_app
+    from mcp_bridge.server import build_server
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(
+            {
+                "data_dir": Path(tmp),
+                "symbols": ["BTCUSDT"],
+                "intervals": ["1m"],
+                "sim_clock": "manual",
+                "broker": "paper",
+                "alerts_max_per_client": 1_000_000,
+                "log_level": "warning",
+            }
+        )
+        async with daemon_services(settings, sim=True, trade=True) as (_, services):
+            assert services.alerts is not None and services.engine is not None and services.tokens is not None
+            await asyncio.wait_for(services.engine.wait_ready(), 60)
+            token, info = await services.tokens.create("bench")
+            server, _ = build_server(services)
+            app = build_http_app(
+                server,
+                authenticate=token_authenticator(services.tokens),
+                push_hub=services.push,
+                push_store=services.alerts.store,
+            )
+            base = 90_000.0
+            await services.alerts.subscribe(info.principal, {})
+            for i in range(steps):
+                await services.alerts.set_alert(
+                    info.principal, {"symbol": "BTCUSDT", "condition": {"price_above": base + i + 1}}
+                )
+            latencies: list[float] = []
+            sent: dict[float, float] = {}
+            async with serving(app) as url, aiohttp.ClientSession() as http:
+                async with http.get(f"{url}/mcp", headers={"Authorization": f"Bearer {token}"}) as resp:
+                    await resp.content.readline()
+
+                    async def reader() -> None:
+                        while len(latencies) < steps:
+                            line = (await resp.content.readline()).decode()
+                            if line.startswith("data: "):
+                                level = json.loads(line[6:])["params"]["condition"]["threshold"]
+                                latencies.append((time.perf_counter() - sent[level]) * 1000)
+
+                    task = asyncio.create_task(reader())
+                    start = time.perf_counter()
+                    bus = services.engine.bus
+                    for i in range(steps):
+                        delay = start + i / rate - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
+                        level = base + i + 1
+                        sent[level] = time.perf_counter()
+                        bus.publish(Tick("BTCUSDT", "1m", level + 0.5, int(time.time() * 1000), 0))
+                    async with asyncio.timeout(60):
+                        await task
+    latencies.sort()
+    return {
+        "tick_to_sse_p50_ms": statistics.median(latencies),
+        "tick_to_sse_p99_ms": latencies[int(len(latencies) * 0.99) - 1],
+    }
+
+
+def run() -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    results["tick_1m_alerts"] = bench_memory_subprocess()
+    results["fire_10000_s"] = asyncio.run(bench_mass_fire())
+    results.update(asyncio.run(bench_tick_to_sse()))
+    results.update(asyncio.run(bench_push_latency_and_set_alert(steps=600, rate=200.0)))
+    return results
+
+
+def print_table(r: dict[str, Any]) -> None:
+    t = r["tick_1m_alerts"]
+    rows = [
+        ("tick eval, 1M alerts / 1000 symbols (median)", t["median_us"], "µs", 10),
+        ("tick eval, 1M alerts (p99)", t["p99_us"], "µs", None),
+        ("RSS growth for 1M alerts", t["rss_growth_mb"], "MB", 600),
+        ("10,000 alerts crossed by one tick → committed", r["fire_10000_s"] * 1000, "ms", 1000),
+        ("tick → SSE frame p50 @1000 ticks/s (engine bus)", r["tick_to_sse_p50_ms"], "ms", 2),
+        ("tick → SSE frame p99 @1000 ticks/s (engine bus)", r["tick_to_sse_p99_ms"], "ms", 10),
+        ("sim trade → SSE frame p50 @200/s (whole path)", r["sse_p50_ms"], "ms", None),
+        ("sim trade → SSE frame p99 @200/s (whole path)", r["sse_p99_ms"], "ms", None),
+    ]
+    for name, value, unit, target in rows:
+        ok = "" if target is None else ("yes" if value <= target else "NO")
+        goal = "" if target is None else f"≤{target}{unit}"
+        print(f"{name:<50} {value:>10.2f}{unit}  {goal:>9}  {ok}")
+    for key in ("set_alert_sequential_per_s", "set_alert_8_clients_per_s", "set_alert_json_rpc_8_connections_per_s"):
+        value = r[key]
+        print(f"{key:<50} {value:>10.0f}/s   ≥500/s  {'yes' if value >= 500 else 'NO'}")
+
+
+if __name__ == "__main__":
+    out = run()
+    print_table(out)
