@@ -55,9 +55,10 @@ def build_exchange(
     cls = getattr(ccxt_async, exchange_id, None)
     if cls is None or exchange_id not in ccxt_async.exchanges:
         raise ValueError(f"unknown ccxt exchange {exchange_id!r}; e.g. {', '.join(ccxt_async.exchanges[:8])}, …")
-    exchange = cls(
-        {"apiKey": api_key, "secret": secret, "enableRateLimit": True, "options": {"fetchCurrencies": False}}
-    )
+    options: dict[str, Any] = {"fetchCurrencies": False, "fetchMargins": False, "adjustForTimeDifference": True}
+    if exchange_id.startswith("binance"):
+        options["fetchMarkets"] = {"types": ["spot"]}
+    exchange = cls({"apiKey": api_key, "secret": secret, "enableRateLimit": True, "options": options})
     if urls is not None:
         exchange.urls["api"] = {**exchange.urls.get("api", {}), **urls}
     elif sandbox:

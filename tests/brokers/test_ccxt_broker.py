@@ -1,0 +1,76 @@
+"""CcxtBroker through ccxt's binance class against the simulator: the same order flows as the other brokers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from brokers.ccxt_broker import CcxtBroker, build_exchange
+from brokers.models import InsufficientBalance
+from brokers.order_store import MIGRATIONS, OrderStore
+from brokers.service import OrderService, SafetyLimits
+from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from config.database import Database
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[RunningSimulator]:
+    running = await start_simulator(clock="manual", symbols=["BTCUSDT", "ETHUSDT"])
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+async def service(sim: RunningSimulator) -> AsyncIterator[OrderService]:
+    db = await Database.open(":memory:")
+    await db.migrate([MIGRATIONS])
+    api = f"{sim.url}/api/v3"
+    exchange = build_exchange(
+        "binance", api_key=DEFAULT_API_KEY, secret=DEFAULT_API_SECRET, urls={"public": api, "private": api}
+    )
+    broker = CcxtBroker(exchange)
+    svc = OrderService(broker, OrderStore(db), limits=SafetyLimits(None, None))
+    svc.unknown_lookup_delays_s = (0.0,)
+    try:
+        yield svc
+    finally:
+        await broker.close()
+        await db.close()
+
+
+async def test_ccxt_broker_places_fills_rests_cancels_and_refuses(service: OrderService, sim: RunningSimulator) -> None:
+    """Market buy fills; a limit rests and is cancelled; an oversized buy is refused as insufficient balance."""
+    sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    filled = await service.place_order({"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.01})
+    assert filled["status"] == "Filled" and filled["fill_price"] == 65000.0
+    rest = await service.place_order(
+        {"symbol": "BTCUSDT", "side": "buy", "type": "limit", "quantity": 0.01, "price": 60000}
+    )
+    assert rest["status"] == "Open"
+    assert await service.cancel_order(rest["order_id"]) == {"ok": True}
+    orders = {o["id"]: o["state"] for o in await service.get_orders("all")}
+    assert orders == {filled["order_id"]: "Filled", rest["order_id"]: "Cancelled"}
+    with pytest.raises(InsufficientBalance):
+        await service.place_order({"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1})
+    on_exchange = {o.client_order_id for o in sim.exchange.account.orders.values()}
+    assert {filled["order_id"], rest["order_id"]} <= on_exchange
+
+
+async def test_reconciliation_learns_fills_that_happened_while_nobody_listened(
+    service: OrderService, sim: RunningSimulator
+) -> None:
+    """A resting order fills on the exchange; reconciliation (ccxt has no user stream here) reports it Filled."""
+    sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    rest = await service.place_order(
+        {"symbol": "BTCUSDT", "side": "buy", "type": "limit", "quantity": 0.01, "price": 64000}
+    )
+    sim.exchange.trade("BTCUSDT", 63900.0, 0.01)
+    await service.reconcile()
+    states = {o["id"]: o for o in await service.get_orders("all")}
+    assert states[rest["order_id"]]["state"] == "Filled" and states[rest["order_id"]]["fill_price"] == 64000.0
+    positions = await service.get_positions()
+    assert positions[0]["symbol"] == "BTCUSDT" and positions[0]["quantity"] == pytest.approx(0.01 * 0.999)
