@@ -167,6 +167,7 @@ class OrderService:
         self._assets: dict[str, tuple[str, str]] = {}
         self.latencies_ms: list[float] = []
         self.unknown_lookup_delays_s: tuple[float, ...] = (0.2, 1.0, 3.0)
+        self.unresolved_grace_s = UNRESOLVED_GRACE_S
         """Waits before each lookup of an order whose answer was lost."""
         broker.set_event_handler(self.on_update)
 
@@ -363,7 +364,7 @@ class OrderService:
             if found is not None:
                 await self.on_update(found)
                 settled += 1
-            elif row.status in ("PENDING_SUBMIT", "UNKNOWN") and now - row.created_at > UNRESOLVED_GRACE_S:
+            elif row.status in ("PENDING_SUBMIT", "UNKNOWN") and now - row.created_at > self.unresolved_grace_s:
                 await self.store.set_status(
                     row.client_order_id, "REJECTED", now, "never reached the exchange (found on reconciliation)"
                 )

@@ -141,6 +141,8 @@ class Settings(BaseSettings):
     """Largest total order value per rolling 24 h."""
     trading_allowed_symbols: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Symbols orders may be placed on; empty = every listed symbol."""
+    order_unresolved_grace_s: float = Field(default=30.0, ge=0, le=3600)
+    """An order recorded but unknown to the exchange this long after it was sent is marked Rejected."""
     reconcile_interval_s: float = Field(default=30.0, gt=0, le=3600)
     """How often orders and trades are reconciled with the exchange."""
 

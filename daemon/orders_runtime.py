@@ -169,6 +169,7 @@ async def _binance_orders(
         service = OrderService(
             broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits
         )
+        service.unresolved_grace_s = settings.order_unresolved_grace_s
         try:
             await broker.sync_time()
             await service.reconcile()

@@ -1,0 +1,118 @@
+"""kill -9 the daemon at 20 random moments between "order recorded" and "answer received".
+
+The simulator runs in this test process and survives the kills; every order is answered
+slowly (an order fault holds the answer back), so the kill lands while the daemon waits.
+After each restart reconciliation must know every order the simulator has; in the end no
+clientOrderId was placed twice and the position equals the simulator's balance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from brokers.simulator.app import RunningSimulator, start_simulator
+from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+
+KILLS = 20
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[RunningSimulator]:
+    running = await start_simulator(clock="manual", symbols=["BTCUSDT"])
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def _env(sim: RunningSimulator) -> dict[str, str]:
+    ws = sim.url.replace("http://", "ws://")
+    return {
+        "CHARTGEN_BINANCE_REST_URL": sim.url,
+        "CHARTGEN_BINANCE_STREAM_URL": ws,
+        "CHARTGEN_BINANCE_WS_API_URL": f"{ws}/ws-api/v3",
+        "CHARTGEN_SYMBOLS": "BTCUSDT",
+        "CHARTGEN_INTERVALS": "1m",
+        "CHARTGEN_ENGINE_WINDOW_BARS": "100",
+        "CHARTGEN_BROKER": "binance",
+        "CHARTGEN_ORDER_UNRESOLVED_GRACE_S": "0",
+        "BINANCE_API_KEY": "sim-api-key",
+        "BINANCE_API_SECRET": "sim-api-secret",
+    }
+
+
+async def _start(sim: RunningSimulator, data_dir: Path) -> DaemonProc:
+    proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim))
+    async with aiohttp.ClientSession() as http, asyncio.timeout(60):
+        while True:
+            async with http.get(f"{proc.base}/readyz") as r:
+                if r.status == 200:
+                    return proc
+            await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
+
+
+async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:
+    result = await client.call_tool(name, args or {})
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+async def test_kill_9_while_orders_are_in_flight_never_doubles_or_loses_one(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """20 kills mid-order: reconciliation knows every exchange order; none was placed twice."""
+    rng = random.Random(7)
+    token = await create_token(tmp_path, "orders")
+    sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    seen_on_exchange: set[str] = set()
+    for _ in range(KILLS):
+        daemon = await _start(sim, tmp_path)
+        async with mcp_client(daemon.mcp_url, token) as client:
+            known = {o["id"] for o in await _tool(client, "get_orders")}
+            assert seen_on_exchange <= known, "reconciliation missed an order the exchange has"
+        sim.exchange.faults.order_faults.clear()
+        from brokers.simulator.faults import OrderFault
+
+        sim.exchange.faults.order_faults.append(OrderFault(kind="timeout", count=1, delay_s=5.0))
+
+        async def place() -> None:
+            async with mcp_client(daemon.mcp_url, token, read_timeout_s=30) as client:
+                await client.call_tool("place_order", {"symbol": "BTCUSDT", "side": "buy", "quantity": 0.001})
+
+        task = asyncio.create_task(place())
+        await asyncio.sleep(rng.uniform(0.0, 0.4))  # a random moment around "recorded" / "sent", not synchronisation
+        await daemon.kill()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        seen_on_exchange |= {o.client_order_id for o in sim.exchange.account.orders.values()}
+
+    daemon = await _start(sim, tmp_path)
+    try:
+        async with mcp_client(daemon.mcp_url, token) as client:
+            orders = {o["id"]: o for o in await _tool(client, "get_orders")}
+            positions = await _tool(client, "get_positions")
+    finally:
+        await daemon.stop()
+
+    exchange_ids = [o.client_order_id for o in sim.exchange.account.orders.values()]
+    assert len(exchange_ids) == len(set(exchange_ids)), "a clientOrderId was placed twice"
+    assert set(exchange_ids) <= set(orders), "an exchange order is unknown to the daemon"
+    for cid in exchange_ids:
+        assert orders[cid]["state"] == "Filled"
+    for cid, order in orders.items():
+        if cid not in exchange_ids:
+            assert order["state"] == "Rejected", order  # recorded, never reached the exchange
+    btc = sim.exchange.account.free.get("BTC", Decimal(0))
+    held = sum(Decimal(str(p["quantity"])) for p in positions if p["symbol"] == "BTCUSDT")
+    assert held == pytest.approx(btc, abs=Decimal("1e-9"))
+    assert len(exchange_ids) >= KILLS // 2, "most kills should land after the exchange accepted the order"
