@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 
 from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.faults import OrderFault
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 
 KILLS = 20
@@ -81,15 +82,13 @@ async def test_kill_9_while_orders_are_in_flight_never_doubles_or_loses_one(
             known = {o["id"] for o in await _tool(client, "get_orders")}
             assert seen_on_exchange <= known, "reconciliation missed an order the exchange has"
         sim.exchange.faults.order_faults.clear()
-        from brokers.simulator.faults import OrderFault
-
         sim.exchange.faults.order_faults.append(OrderFault(kind="timeout", count=1, delay_s=5.0))
 
-        async def place() -> None:
-            async with mcp_client(daemon.mcp_url, token, read_timeout_s=30) as client:
+        async def place(url: str) -> None:
+            async with mcp_client(url, token, read_timeout_s=30) as client:
                 await client.call_tool("place_order", {"symbol": "BTCUSDT", "side": "buy", "quantity": 0.001})
 
-        task = asyncio.create_task(place())
+        task = asyncio.create_task(place(daemon.mcp_url))
         await asyncio.sleep(rng.uniform(0.0, 0.4))  # a random moment around "recorded" / "sent", not synchronisation
         await daemon.kill()
         task.cancel()
