@@ -16,6 +16,7 @@ from daemon.alerts_runtime import running_alerts
 from daemon.database import open_database
 from daemon.engine_runtime import running_engine
 from daemon.orders_runtime import running_orders
+from daemon.prompt_data import DaemonPromptData
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
@@ -133,9 +134,8 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
         services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
         if engine is not None:
-            directory = SymbolDirectory(
-                BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
-            )
+            rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
+            directory = SymbolDirectory(rest)
             trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
             runtime = await stack.enter_async_context(
                 running_alerts(
@@ -154,6 +154,7 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
                     session=session,
                 )
             )
+            services.prompts = DaemonPromptData(rest, services.orders)
         yield settings, services
 
 

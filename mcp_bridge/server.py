@@ -19,6 +19,7 @@ from mcp.server.lowlevel import Server
 
 from mcp_bridge.errors import ToolError
 from mcp_bridge.identity import bind_principal, principal_of, reset_principal
+from mcp_bridge.prompts import PROMPTS, get_prompt
 from mcp_bridge.session_push import SessionPush
 from mcp_bridge.tokens import STDIO_PRINCIPAL
 from mcp_bridge.tool_specs import TOOLS
@@ -95,11 +96,24 @@ def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
         router.attach_session(ctx)
         return await router.call(params.name, params.arguments, principal_of(ctx))
 
+    prompt_handlers: dict[str, Any] = {}
+    data = services.prompts
+    if data is not None:
+
+        async def on_list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+            return types.ListPromptsResult(prompts=list(PROMPTS))
+
+        async def on_get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+            return await get_prompt(params.name, params.arguments, data)
+
+        prompt_handlers = {"on_list_prompts": on_list_prompts, "on_get_prompt": on_get_prompt}
+
     server: Server[Any] = Server(
         SERVER_NAME,
         version=SERVER_VERSION,
         instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        **prompt_handlers,
     )
     return server, router

@@ -32,5 +32,7 @@ class Services:
     """Open notification streams (``--trade``), or None."""
     orders: OrderService | None = None
     """Orders, positions and balances (``--trade``), or None."""
+    prompts: Any = None
+    """Market and account data for the MCP prompts (``--trade``), or None (no prompts listed)."""
     tokens: TokenStore | None = None
     """Bearer tokens (HTTP authentication), or None when nothing authenticates."""

@@ -148,3 +148,20 @@ async def test_orders_fill_rest_cancel_and_move_positions_and_balances(
     assert f"SUBMITTED BUY BTCUSDT 0.01 MARKET id={placed['order_id']}" in log
     assert "FILLED BUY BTCUSDT 0.01 @ " in log and f"id={placed['order_id']}" in log
     assert f"CANCELLED id={rest['order_id']}" in log
+
+
+async def test_prompts_render_live_quotes_and_the_brokers_balances(daemon: DaemonProc, broker: str) -> None:
+    """prompts/get over HTTP with the SDK client: the simulator's ticker, the broker's balances, -32003."""
+    from mcp.shared.exceptions import MCPError
+
+    assert daemon.token is not None
+    async with mcp_client(daemon.mcp_url, daemon.token) as client:
+        names = [p.name for p in (await client.list_prompts()).prompts]
+        assert names == ["trading_analysis", "portfolio_risk"]
+        analysis = await client.get_prompt("trading_analysis", {"symbol": "BTCUSDT", "risk_tolerance": "low"})
+        assert "# Market Analysis: BTCUSDT" in analysis.messages[0].content.text
+        risk = await client.get_prompt("portfolio_risk", {})
+        assert "| USDT | 10,000.0000 | 0.0000 | 10,000.0000 | $10,000.00 |" in risk.messages[0].content.text
+        with pytest.raises(MCPError) as info:
+            await client.get_prompt("trading_analysis", {"symbol": "NOPEUSDT"})
+        assert info.value.code == -32003
