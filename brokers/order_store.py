@@ -43,6 +43,7 @@ MIGRATIONS = Migrations(
                 updated_at REAL NOT NULL
             );
             CREATE INDEX orders_status ON orders (broker, status);
+            CREATE INDEX orders_created ON orders (broker, created_at);
             CREATE TABLE fills (
                 broker TEXT NOT NULL,
                 symbol TEXT NOT NULL,
@@ -258,6 +259,21 @@ class OrderStore:
                 if cur.rowcount:
                     new.append(f)
         return new
+
+    async def notional_since(self, broker: str, since: float) -> Decimal:
+        """Traded (or, for unfilled orders, ordered) value of orders created since ``since``, rejected ones excluded."""
+        rows = await self.db.fetchall(
+            "SELECT executed_qty, cumulative_quote, quantity, price FROM orders"
+            " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'",
+            (broker, since),
+        )
+        total = Decimal(0)
+        for r in rows:
+            if Decimal(r["executed_qty"]) > 0:
+                total += Decimal(r["cumulative_quote"])
+            elif r["quantity"] is not None and r["price"] is not None:
+                total += Decimal(r["quantity"]) * Decimal(r["price"])
+        return total
 
     async def get(self, client_order_id: str) -> OrderRow | None:
         r = await self.db.fetchone("SELECT * FROM orders WHERE client_order_id = ?", (client_order_id,))

@@ -186,12 +186,7 @@ class OrderService:
         return rules
 
     async def _daily_notional(self) -> Decimal:
-        since = self._clock() - 86400
-        total = Decimal(0)
-        for row in await self.store.orders(self.broker.name, limit=100_000):
-            if row.created_at >= since and row.status != "REJECTED":
-                total += row.cumulative_quote if row.executed_qty > 0 else (row.quantity or 0) * (row.price or 0)
-        return total
+        return await self.store.notional_since(self.broker.name, self._clock() - 86400)
 
     # --- tools ----------------------------------------------------------------------------
     async def place_order(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -350,11 +345,21 @@ class OrderService:
         return row
 
     async def reconcile(self) -> dict[str, int]:
-        """Settle unresolved orders, learn open orders placed elsewhere, fetch missed trades."""
+        """Settle unresolved orders, learn open orders placed elsewhere, fetch missed trades.
+
+        One ``openOrders`` call settles every order still open; only the unresolved orders
+        that are not open any more (filled or cancelled meanwhile, or never received) are
+        queried one by one.
+        """
         now = self._clock()
-        settled = rejected = 0
+        settled = rejected = learned = 0
+        open_now = {o.client_order_id: o for o in await self.broker.open_orders()}
+        for cid, order in open_now.items():
+            if await self.store.get(cid) is None:
+                learned += 1
+            await self.on_update(order)
         for row in await self.store.unresolved(self.broker.name):
-            if row.client_order_id in self._in_flight:
+            if row.client_order_id in self._in_flight or row.client_order_id in open_now:
                 continue
             try:
                 found = await self.broker.query(row.symbol, row.client_order_id)
@@ -369,19 +374,14 @@ class OrderService:
                     row.client_order_id, "REJECTED", now, "never reached the exchange (found on reconciliation)"
                 )
                 rejected += 1
-        learned = 0
-        for order in await self.broker.open_orders():
-            if await self.store.get(order.client_order_id) is None:
-                learned += 1
-            await self.on_update(order)
         last_ids = await self.store.last_trade_ids(self.broker.name)
         fills = 0
         for symbol in set(await self.store.symbols(self.broker.name)):
             start = last_ids.get(symbol)
             new = await self.store.add_fills(self.broker.name, await self.broker.trades(symbol, start))
             fills += len(new)
-        result = {"settled": settled, "rejected": rejected, "learned": learned, "fills": fills}
-        if any(result.values()):
+        result = {"settled": settled, "rejected": rejected, "learned": learned, "fills": fills, "open": len(open_now)}
+        if any(v for k, v in result.items() if k != "open"):
             log.info("reconciled", **result)
         return result
 
