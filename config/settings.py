@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     """Indicators the engine keeps up to date on every closed bar (-p)."""
     testnet: bool = False
     """Use the Binance spot testnet for market data and orders."""
+    exchange: str = Field(default="binance", pattern=r"^[a-z0-9_]{2,40}$")
+    """Market data for the engine: ``binance`` (our own stream manager) or any ccxt.pro exchange id
+    (--exchange, e.g. ``kraken``, ``okx``, ``bybit``); symbols are the exchange's market ids (BTCUSDT, XBTUSD)."""
+    exchange_rest_url: str | None = None
+    """Advanced: override the ccxt exchange's public REST API URL (e.g. a simulator's ``…/api/v3``)."""
+    exchange_ws_url: str | None = None
+    """Advanced: override the ccxt exchange's spot websocket URL."""
     binance_api_key: SecretStr | None = None
     """Binance API key (or BINANCE_API_KEY, or the systemd credential binance_api_key)."""
     binance_api_secret: SecretStr | None = None

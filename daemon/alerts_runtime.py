@@ -15,8 +15,8 @@ from config import Settings
 from config.database import Database
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
+from engine.feed.protocol import SymbolCatalogue
 from engine.live import LiveEngine
-from engine.market_data.symbol_directory import SymbolDirectory
 
 
 @dataclass(slots=True)
@@ -33,7 +33,7 @@ async def running_alerts(
     *,
     db: Database,
     engine: LiveEngine,
-    symbols: SymbolDirectory | None,
+    symbols: SymbolCatalogue | None,
     supervisor: Supervisor,
     trades_log: TradesLog,
 ) -> AsyncIterator[AlertRuntime]:

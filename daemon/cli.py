@@ -71,6 +71,7 @@ def _settings_from(ns: argparse.Namespace) -> Settings:
         "testnet": True if ns.testnet else None,
         "live": True if ns.live else None,
         "sim_clock": ns.clock,
+        "exchange": ns.exchange,
     }
     if ns.trade and ns.symbol:
         overrides["symbols"] = ns.symbol

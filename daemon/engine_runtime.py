@@ -6,13 +6,16 @@ Only the daemon builds the engine (design.md §1); the engine itself never reads
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 
 from config import Settings
+from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamSettings
+from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
+from engine.feed.protocol import MarketFeed, StreamSink
 from engine.indicators.registry import parse_requests
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
@@ -35,6 +38,16 @@ def engine_config(settings: Settings) -> EngineConfig:
     )
 
 
+def ccxt_exchange(settings: Settings) -> Any:
+    """The ccxt.pro exchange of ``--exchange``, with the URL overrides of the settings."""
+    urls: dict[str, Any] = {}
+    if settings.exchange_rest_url:
+        urls["public"] = settings.exchange_rest_url
+    if settings.exchange_ws_url:
+        urls["ws"] = {"spot": settings.exchange_ws_url}
+    return build_pro_exchange(settings.exchange, urls=urls or None)
+
+
 @contextlib.asynccontextmanager
 async def running_engine(
     settings: Settings, *, external_sources: Any = None, session: aiohttp.ClientSession | None = None
@@ -44,15 +57,30 @@ async def running_engine(
     async with contextlib.AsyncExitStack() as stack:
         if session is None:
             session = await stack.enter_async_context(aiohttp.ClientSession())
-        gate = RateGate(weight_limit=settings.binance_weight_limit)
-        rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s, gate=gate)
+        config = engine_config(settings)
+        rest: KlineRest
+        feed: Callable[[StreamSink], MarketFeed] | None = None
+        markets: CcxtMarkets | None = None
+        if settings.exchange == "binance":
+            gate = RateGate(weight_limit=settings.binance_weight_limit)
+            rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s, gate=gate)
+        else:
+            exchange = ccxt_exchange(settings)
+            markets = CcxtMarkets(exchange)
+            rest = CcxtKlineRest(exchange, markets, timeout_s=settings.http_timeout_s)
+
+            def feed(sink: StreamSink) -> MarketFeed:
+                return CcxtStreamFeed(exchange, markets, sink, config.streams)
+
         engine = LiveEngine(
             session=session,
             rest=rest,
             stream_url=settings.binance_stream_url,
             indicators=requests,
-            config=engine_config(settings),
+            config=config,
             external_sources=external_sources,
+            feed=feed,
+            catalogue=markets,
         )
         for symbol in settings.symbols:
             for interval in settings.intervals:

@@ -139,7 +139,12 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
             trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
             runtime = await stack.enter_async_context(
                 running_alerts(
-                    settings, db=db, engine=engine, symbols=directory, supervisor=supervisor, trades_log=trades_log
+                    settings,
+                    db=db,
+                    engine=engine,
+                    symbols=engine.catalogue or directory,
+                    supervisor=supervisor,
+                    trades_log=trades_log,
                 )
             )
             services.alerts, services.push = runtime.service, runtime.hub

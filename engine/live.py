@@ -22,11 +22,12 @@ import structlog
 from engine.bars import Bars
 from engine.charts.summary import indicator_summary
 from engine.events import EventBus, Subscription
+from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamManager, StreamSettings
+from engine.feed.protocol import MarketFeed, StreamSink, SymbolCatalogue
 from engine.feed.sync import Key, WindowState, WindowSync, window_key
 from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
 from engine.indicators.registry import IndicatorRequest
-from engine.market_data.binance_rest import BinanceRest
 
 log = structlog.get_logger(__name__)
 
@@ -55,13 +56,15 @@ class LiveEngine:
         self,
         *,
         session: aiohttp.ClientSession,
-        rest: BinanceRest,
+        rest: KlineRest,
         stream_url: str,
         indicators: Sequence[IndicatorRequest] = (),
         config: EngineConfig | None = None,
         compute: ComputeFn | None = None,
         external_sources: Any = None,
         rng: random.Random | None = None,
+        feed: Callable[[StreamSink], MarketFeed] | None = None,
+        catalogue: SymbolCatalogue | None = None,
     ) -> None:
         self.config = config or EngineConfig()
         self.bus = EventBus(self.config.bus_queue_size)
@@ -77,7 +80,13 @@ class LiveEngine:
             backfill_concurrency=self.config.backfill_concurrency,
             retry_initial_s=self.config.retry_initial_s,
         )
-        self.streams = StreamManager(session, stream_url, self.sync, self.config.streams, rng=rng)
+        self.streams: MarketFeed = (
+            feed(self.sync)
+            if feed is not None
+            else StreamManager(session, stream_url, self.sync, self.config.streams, rng=rng)
+        )
+        self.catalogue = catalogue
+        """The feed's own symbol list when it is not Binance's (None: use Binance exchangeInfo)."""
         self._refs: dict[Key, int] = {}
         self._running = False
 

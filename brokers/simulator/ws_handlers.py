@@ -87,7 +87,10 @@ async def _serve(request: web.Request, names: list[str], combined: bool) -> web.
 
 async def raw_stream(request: web.Request) -> web.StreamResponse:
     name = request.match_info.get("stream", "")
-    return await _serve(request, [n for n in name.split("/") if n], combined=False)
+    # Like Binance, a path segment that names no stream at all (ccxt connects to ``/ws/0``)
+    # opens an empty connection to be filled by SUBSCRIBE; a malformed stream name is refused.
+    names = [n for n in name.split("/") if n and "@" in n]
+    return await _serve(request, names, combined=False)
 
 
 async def bare_ws(request: web.Request) -> web.StreamResponse:

@@ -14,18 +14,17 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
-from engine.market_data.binance_rest import KLINES_MAX_LIMIT, BinanceRest, KlineRow
+from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
 from engine.market_data.errors import MarketDataError, RateLimited
 from engine.market_data.intervals import interval_seconds, to_binance
 
 log = structlog.get_logger(__name__)
-
-TIME_WEIGHT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +56,28 @@ def rows_to_closed(rows: list[KlineRow], server_now_ms: int) -> ClosedKlines:
     return ClosedKlines(np.ascontiguousarray(times), np.ascontiguousarray(values))
 
 
+class KlineRest(Protocol):
+    """Where backfills read the exchange's clock and klines (Binance REST, or a ccxt adapter).
+
+    ``klines`` follows Binance's semantics: open times from ``start_ms`` to ``end_ms``
+    inclusive, at most ``limit`` rows, the newest ones when only ``end_ms`` is given; rows
+    are Binance's 12-element kline rows (at least the first seven elements).
+    """
+
+    async def server_time_ms(self, *, max_wait_s: float | None = None) -> int: ...
+
+    async def klines(
+        self,
+        symbol: str,
+        interval: str,
+        *,
+        limit: int = 500,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        max_wait_s: float | None = None,
+    ) -> list[KlineRow]: ...
+
+
 class ServerClock:
     """The exchange's clock read over REST, shared by concurrent backfills.
 
@@ -64,7 +85,7 @@ class ServerClock:
     callers that need a reading after the same reconnect share one request.
     """
 
-    def __init__(self, rest: BinanceRest, *, max_wait_s: float = 120.0) -> None:
+    def __init__(self, rest: KlineRest, *, max_wait_s: float = 120.0) -> None:
         self._rest = rest
         self._max_wait_s = max_wait_s
         self._reading: tuple[float, int] | None = None  # (loop time the request started, server ms)
@@ -76,17 +97,13 @@ class ServerClock:
             if r is not None and r[0] >= not_before:
                 return r[1]
             started = asyncio.get_running_loop().time()
-            data = await self._rest.get("/api/v3/time", {}, weight=TIME_WEIGHT, max_wait_s=self._max_wait_s)
-            try:
-                server_ms = int(data["serverTime"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise MarketDataError(f"Binance /api/v3/time answer has no serverTime: {data!r}") from exc
+            server_ms = await self._rest.server_time_ms(max_wait_s=self._max_wait_s)
             self._reading = (started, server_ms)
             return server_ms
 
 
 async def fetch_closed(
-    rest: BinanceRest,
+    rest: KlineRest,
     symbol: str,
     interval: str,
     *,

@@ -19,27 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import orjson
 import structlog
 
-from engine.feed.messages import KlineUpdate, parse_kline
+from engine.feed.messages import parse_kline
+from engine.feed.protocol import StreamSink
 
 log = structlog.get_logger(__name__)
-
-
-class StreamSink(Protocol):
-    """Receives decoded stream data and connection state (called on the event loop, must not block)."""
-
-    def on_kline(self, update: KlineUpdate) -> None: ...
-
-    def on_streams_live(self, streams: Collection[str]) -> None: ...
-
-    def on_streams_down(self, streams: Collection[str]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

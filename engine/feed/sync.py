@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 import structlog
 
 from engine.events import BarClosed, EventBus, Tick
-from engine.feed.backfill import BackfillScheduler, ServerClock, fetch_closed
+from engine.feed.backfill import BackfillScheduler, KlineRest, ServerClock, fetch_closed
 from engine.feed.messages import KlineUpdate, stream_name
-from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.intervals import to_binance
 from engine.windows import Applied, OpenKline, RollingWindow
 
@@ -60,7 +59,7 @@ class WindowSync:
 
     def __init__(
         self,
-        rest: BinanceRest,
+        rest: KlineRest,
         bus: EventBus,
         *,
         capacity: int = 1000,

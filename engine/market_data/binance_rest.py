@@ -21,6 +21,7 @@ from engine.market_data.rate_gate import RateGate
 
 KLINES_MAX_LIMIT = 1000
 KLINES_WEIGHT = 2
+TIME_WEIGHT = 1
 KlineRow = list[Any]
 
 
@@ -88,6 +89,14 @@ class BinanceRest:
         if data is None:
             raise MarketDataError(f"Binance returned a body that is not JSON for {path}")
         return data
+
+    async def server_time_ms(self, *, max_wait_s: float | None = None) -> int:
+        """The exchange's clock (``/api/v3/time``) in unix milliseconds."""
+        data = await self.get("/api/v3/time", {}, weight=TIME_WEIGHT, max_wait_s=max_wait_s)
+        try:
+            return int(data["serverTime"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MarketDataError(f"Binance /api/v3/time answer has no serverTime: {data!r}") from exc
 
     async def klines(
         self,
