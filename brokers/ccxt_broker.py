@@ -98,7 +98,20 @@ class CcxtBroker:
 
     async def _guard(self, fn: Any, *args: Any, order: bool = False, **kwargs: Any) -> Any:
         try:
-            return await fn(*args, **kwargs)
+            try:
+                return await fn(*args, **kwargs)
+            except ccxt_async.InvalidNonce:
+                # the exchange refused our timestamp (Binance -1021): nothing was executed;
+                # re-read its clock once and send again (same client order id)
+                if not hasattr(self.exchange, "load_time_difference"):
+                    raise
+                await self.exchange.load_time_difference()
+                log.info(
+                    "ccxt_clock_resynced",
+                    exchange=self.exchange.id,
+                    offset_ms=self.exchange.options.get("timeDifference"),
+                )
+                return await fn(*args, **kwargs)
         except ccxt_async.InsufficientFunds as exc:
             raise InsufficientBalance(f"{self.exchange.id}: {exc}") from None
         except ccxt_async.BadSymbol as exc:
@@ -154,7 +167,9 @@ class CcxtBroker:
         if status == "NEW" and filled > 0:
             status = "PARTIALLY_FILLED"
         cost = _d(o.get("cost")) if o.get("cost") is not None else filled * _d(o.get("average") or o.get("price"))
-        fills = tuple(self._fill(t, symbol, o.get("clientOrderId") or "") for t in (o.get("trades") or []))
+        fills = tuple(
+            self._fill(t, symbol, o.get("clientOrderId") or "", side=o.get("side")) for t in (o.get("trades") or [])
+        )
         return ExchangeOrder(
             symbol=symbol,
             client_order_id=str(o.get("clientOrderId") or o.get("id")),
@@ -171,12 +186,16 @@ class CcxtBroker:
             fills=fills,
         )
 
-    def _fill(self, t: dict[str, Any], symbol: str, client_id: str) -> Fill:
+    def _fill(self, t: dict[str, Any], symbol: str, client_id: str, *, side: str | None = None) -> Fill:
+        """One ccxt trade; the trades inside an order answer carry no side, so the order's is used."""
         fee = t.get("fee") or {}
+        trade_side = t.get("side") or side
+        if trade_side not in ("buy", "sell"):
+            raise BrokerError(f"{self.exchange.id} returned a trade without a side: {t.get('id')}")
         return Fill(
             trade_id=int(t.get("id") or 0),
             symbol=symbol,
-            side=str(t.get("side", "buy")).upper(),  # type: ignore[arg-type]
+            side=trade_side.upper(),  # type: ignore[arg-type]
             client_order_id=str(client_id or t.get("order")),
             quantity=_d(t.get("amount")),
             price=_d(t.get("price")),

@@ -132,8 +132,17 @@ class Settings(BaseSettings):
     """Interval of ': keepalive' comments on idle notification streams."""
 
     # --- trading -------------------------------------------------------------------------
-    broker: Literal["auto", "paper", "binance"] = "auto"
-    """Where orders go. auto: Binance when API keys are set (testnet, --sim, or mainnet with --live), else paper."""
+    broker: Literal["auto", "paper", "binance", "ccxt"] = "auto"
+    """Where orders go. auto: Binance when API keys are set (testnet, --sim, or mainnet with --live), else paper.
+    ccxt: the ccxt exchange ``ccxt_broker_exchange`` (its sandbox unless --live)."""
+    ccxt_broker_exchange: str = Field(default="binance", pattern=r"^[a-z0-9_]{2,40}$")
+    """The ccxt exchange id orders go to with broker = "ccxt"."""
+    ccxt_api_key: SecretStr | None = None
+    """API key for broker = "ccxt" (or the systemd credential ccxt_api_key)."""
+    ccxt_api_secret: SecretStr | None = None
+    """API secret for broker = "ccxt" (or the systemd credential ccxt_api_secret)."""
+    ccxt_api_url: str | None = None
+    """Advanced: the ccxt exchange's REST API URL for both public and private calls (tests: the simulator)."""
     live: bool = False
     """Allow orders on Binance mainnet (--live). Off by default: paper or testnet only."""
     paper_balances: Annotated[dict[str, Decimal], NoDecode] = Field(default_factory=lambda: {"USDT": Decimal(10000)})
@@ -220,6 +229,19 @@ class Settings(BaseSettings):
         creds = os.environ.get("CREDENTIALS_DIRECTORY")
         if creds:
             for name in ("binance_api_key", "binance_api_secret"):
+                path = Path(creds) / name
+                if path.is_file():
+                    value = path.read_text().strip()
+                    key, secret = (value, secret) if name.endswith("key") else (key, value)
+        return (key, secret) if key and secret else None
+
+    def ccxt_keys(self) -> tuple[str, str] | None:
+        """(key, secret) for broker = "ccxt" from the settings or systemd credentials; None if absent."""
+        key = self.ccxt_api_key.get_secret_value() if self.ccxt_api_key else None
+        secret = self.ccxt_api_secret.get_secret_value() if self.ccxt_api_secret else None
+        creds = os.environ.get("CREDENTIALS_DIRECTORY")
+        if creds:
+            for name in ("ccxt_api_key", "ccxt_api_secret"):
                 path = Path(creds) / name
                 if path.is_file():
                     value = path.read_text().strip()

@@ -13,6 +13,7 @@ import structlog
 
 from brokers.binance_broker import BinanceBroker
 from brokers.binance_user_stream import UserStream
+from brokers.ccxt_broker import CcxtBroker, build_exchange
 from brokers.filters import SymbolRules
 from brokers.models import BrokerError
 from brokers.order_store import OrderStore
@@ -84,9 +85,13 @@ class BrokerChoiceError(ValueError):
 
 
 def choose_broker(settings: Settings) -> str:
-    """paper or binance, from the settings (see Settings.broker)."""
+    """paper, binance or ccxt, from the settings (see Settings.broker)."""
     if settings.broker == "paper":
         return "paper"
+    if settings.broker == "ccxt":
+        if settings.ccxt_keys() is None:
+            raise BrokerChoiceError("broker=ccxt needs ccxt_api_key and ccxt_api_secret (CHARTGEN_CCXT_API_KEY/SECRET)")
+        return "ccxt"
     keys = settings.binance_keys()
     mainnet = "api.binance.com" in settings.binance_rest_url
     if keys is None:
@@ -118,8 +123,13 @@ async def running_orders(
         max_daily_notional=settings.trading_max_daily_notional,
         allowed_symbols=frozenset(settings.trading_allowed_symbols),
     )
-    if choose_broker(settings) == "binance":
+    choice = choose_broker(settings)
+    if choice == "binance":
         async with _binance_orders(settings, engine, db, supervisor, trades_log, limits, session) as service:
+            yield service
+        return
+    if choice == "ccxt":
+        async with _ccxt_orders(settings, engine, db, supervisor, trades_log, limits) as service:
             yield service
         return
     broker = PaperBroker(
@@ -189,6 +199,50 @@ async def _binance_orders(
         supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
         service.user_stream = stream  # type: ignore[attr-defined]
         log.info("broker_ready", broker=broker.name, rest=settings.binance_rest_url)
+        yield service
+    finally:
+        await broker.close()
+
+
+@contextlib.asynccontextmanager
+async def _ccxt_orders(
+    settings: Settings,
+    engine: LiveEngine,
+    db: Database,
+    supervisor: Supervisor,
+    trades_log: TradesLog,
+    limits: SafetyLimits,
+) -> AsyncIterator[OrderService]:
+    """Orders on a ccxt exchange: its sandbox unless --live; reconciled at start and periodically.
+
+    ccxt has no user-data stream common to all exchanges, so fills are learnt by the
+    periodic reconciliation (``reconcile_interval_s``) and by querying after each order.
+    """
+    keys = settings.ccxt_keys()
+    assert keys is not None
+    urls = None
+    if settings.ccxt_api_url:
+        urls = {"public": settings.ccxt_api_url, "private": settings.ccxt_api_url}
+    try:
+        exchange = build_exchange(
+            settings.ccxt_broker_exchange, api_key=keys[0], secret=keys[1], sandbox=not settings.live, urls=urls
+        )
+    except Exception as exc:  # ccxt raises NotSupported when an exchange has no sandbox
+        raise BrokerChoiceError(
+            f"cannot use {settings.ccxt_broker_exchange!r} for orders: {exc} (orders without a sandbox need --live)"
+        ) from exc
+    broker = CcxtBroker(exchange)
+    try:
+        service = OrderService(
+            broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits
+        )
+        service.unresolved_grace_s = settings.order_unresolved_grace_s
+        try:
+            await service.reconcile()
+        except BrokerError as exc:
+            log.error("broker_start_degraded", broker=broker.name, error=str(exc))
+        supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+        log.info("broker_ready", broker=broker.name, sandbox=not settings.live and urls is None)
         yield service
     finally:
         await broker.close()

@@ -33,7 +33,7 @@ from mcp_bridge.tools import Services
 
 @contextlib.asynccontextmanager
 async def simulated_exchange(settings: Settings, enabled: bool) -> AsyncIterator[Settings]:
-    """With ``--sim``, start the exchange simulator on loopback and point the Binance URLs at it."""
+    """With ``--sim``, start the exchange simulator on loopback and point the Binance (and ccxt broker) URLs at it."""
     if not enabled:
         yield settings
         return
@@ -56,6 +56,14 @@ async def simulated_exchange(settings: Settings, enabled: bool) -> AsyncIterator
                 "binance_api_key": SecretStr(DEFAULT_API_KEY),
                 "binance_api_secret": SecretStr(DEFAULT_API_SECRET),
             }
+        if settings.broker == "ccxt" and settings.ccxt_api_url is None:
+            from pydantic import SecretStr
+
+            from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+
+            update["ccxt_api_url"] = f"{sim.url}/api/v3"
+            if settings.ccxt_keys() is None:
+                update |= {"ccxt_api_key": SecretStr(DEFAULT_API_KEY), "ccxt_api_secret": SecretStr(DEFAULT_API_SECRET)}
         yield settings.model_copy(update=update)
     finally:
         await sim.close()

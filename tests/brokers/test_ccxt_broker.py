@@ -47,6 +47,9 @@ async def test_ccxt_broker_places_fills_rests_cancels_and_refuses(service: Order
     sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
     filled = await service.place_order({"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.01})
     assert filled["status"] == "Filled" and filled["fill_price"] == 65000.0
+    positions = await service.get_positions()  # fills inside the order answer carry no side of their own
+    assert [(p["symbol"], p["side"]) for p in positions] == [("BTCUSDT", "buy")]
+    assert positions[0]["quantity"] == pytest.approx(0.01 * 0.999)  # the 0.1 % fee was paid in BTC
     rest = await service.place_order(
         {"symbol": "BTCUSDT", "side": "buy", "type": "limit", "quantity": 0.01, "price": 60000}
     )
