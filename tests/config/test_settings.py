@@ -72,3 +72,15 @@ def test_loopback_detection() -> None:
 def test_example_toml_loads_and_documents_the_defaults() -> None:
     example = Path(__file__).resolve().parents[2] / "config" / "chartgen.example.toml"
     assert load_settings(None, example).model_dump() == load_settings().model_dump()
+
+
+def test_example_toml_names_every_setting() -> None:
+    """Every settings key appears in the annotated example (set, or commented out for secrets/overrides)."""
+    import re
+
+    from config.settings import Settings
+
+    text = (Path(__file__).resolve().parents[2] / "config" / "chartgen.example.toml").read_text()
+    missing = [k for k in Settings.model_fields if not re.search(rf"^#?\s*{k}\b", text, re.MULTILINE)]
+    secrets = {"binance_api_key", "binance_api_secret", "ccxt_api_key", "ccxt_api_secret"}
+    assert [k for k in missing if k not in secrets] == []
