@@ -131,6 +131,18 @@ class Settings(BaseSettings):
     sse_keepalive_s: float = Field(default=30.0, gt=0, le=3600)
     """Interval of ': keepalive' comments on idle notification streams."""
 
+    # --- OAuth (remote clients such as Claude.ai connectors) -------------------------------
+    oauth_enabled: bool = True
+    """Serve the OAuth 2.1 authorization server (consent needs the operator passphrase)."""
+    oauth_redirect_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["claude.ai", "claude.com", "localhost", "127.0.0.1", "::1"]
+    )
+    """Hosts (and their subdomains) OAuth clients may register redirect URIs on."""
+    oauth_access_ttl_s: float = Field(default=3600.0, ge=60, le=86400)
+    """Lifetime of an OAuth access token."""
+    oauth_refresh_ttl_s: float = Field(default=30 * 86400.0, ge=3600, le=365 * 86400)
+    """Lifetime of an OAuth refresh token (each use rotates it)."""
+
     # --- trading -------------------------------------------------------------------------
     broker: Literal["auto", "paper", "binance", "ccxt"] = "auto"
     """Where orders go. auto: Binance when API keys are set (testnet, --sim, or mainnet with --live), else paper.
@@ -166,6 +178,11 @@ class Settings(BaseSettings):
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:
         return _split_list(v, upper=True)
+
+    @field_validator("oauth_redirect_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, v: Any) -> Any:
+        return _split_list(v, upper=False)
 
     @field_validator("trading_allowed_symbols", mode="before")
     @classmethod

@@ -23,14 +23,14 @@ from pydantic import ValidationError
 from config import ConfigFileError, Settings, load_settings
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase")
 
 
 def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="chartgen",
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
-        epilog="Subcommands: chartgen sim-exchange --help, chartgen token --help",
+        epilog="Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help",
     )
     p.add_argument(
         "-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data"
@@ -89,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from daemon.sim_command import main as sim_main
 
         return sim_main(args[1:])
+    if args and args[0] == "passphrase":
+        from daemon.passphrase_command import main as passphrase_main
+
+        return passphrase_main(args[1:])
     if args and args[0] == "token":
         from daemon.token_command import main as token_main
 

@@ -13,12 +13,19 @@ from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from config import Settings
 from config.database import Database, Migrations
+from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
 
 log = structlog.get_logger(__name__)
 
 DB_FILE = "chartgen.db"
-ALL_MIGRATIONS: tuple[Migrations, ...] = (TOKEN_MIGRATIONS, ALERT_MIGRATIONS, ORDER_MIGRATIONS, PAPER_MIGRATIONS)
+ALL_MIGRATIONS: tuple[Migrations, ...] = (
+    TOKEN_MIGRATIONS,
+    OAUTH_MIGRATIONS,
+    ALERT_MIGRATIONS,
+    ORDER_MIGRATIONS,
+    PAPER_MIGRATIONS,
+)
 
 
 def database_path(settings: Settings) -> Path:

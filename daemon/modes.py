@@ -13,6 +13,7 @@ import structlog
 
 from config import Settings
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
+from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
 from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.services import chart_service, daemon_services, describe_endpoints
 from engine.charts.service import ChartRequest
@@ -92,10 +93,11 @@ async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> No
 
 async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
     """``--serve`` (and ``--trade``): MCP over Streamable HTTP on ``settings.host:port``."""
-    if not settings.host_is_loopback():
+    if not settings.host_is_loopback() and not (settings.base_url or "").startswith("https://"):
         raise ModeError(
-            f"refusing to listen on {settings.host}: authentication is not available yet, so the server only binds "
-            "loopback. Use --host 127.0.0.1 and put a TLS proxy in front."
+            f"refusing to listen on {settings.host} without TLS in front: bearer tokens would cross the network in "
+            "clear. Bind 127.0.0.1 behind a TLS proxy, or set base_url (CHARTGEN_BASE_URL) to the https:// URL "
+            "that terminates TLS for this server."
         )
     try:
         sock = bind_socket(settings.host, settings.port)
@@ -105,9 +107,16 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
     async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
         server, router = build_server(services)
         engine = services.engine
+        extra: dict[str, Any] = {}
+        if settings.oauth_enabled and services.tokens is not None:
+            oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port))
+            extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
+        allowed = public_host(settings)
         app = build_http_app(
             server,
             host=settings.host,
+            allowed_hosts=[allowed] if allowed else None,
+            **extra,
             readiness=engine.readiness if engine is not None else None,
             authenticate=token_authenticator(services.tokens),
             push_hub=services.push,

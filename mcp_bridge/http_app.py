@@ -25,13 +25,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from mcp_bridge.identity import SCOPE_KEY
 from mcp_bridge.push_sse import serve_push_stream
+from mcp_bridge.rate_limit import IpLimiter
 from mcp_bridge.server import SERVER_VERSION
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -112,6 +113,10 @@ OPEN_METHODS = frozenset({"initialize", "tools/list"})
 WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
 
 
+def _status_for(problem: str | None) -> int:
+    return 429 if problem is not None and problem.startswith("Too many") else 401
+
+
 def _methods(message: Any) -> list[Any]:
     items = message if isinstance(message, list) else [message]
     return [m.get("method") if isinstance(m, dict) else None for m in items]
@@ -140,7 +145,11 @@ class McpEndpoint:
         push_hub: PushHub | None = None,
         push_store: AlertStore | None = None,
         keepalive_s: float = 30.0,
+        www_authenticate: str = WWW_AUTHENTICATE,
+        bearer_failures: IpLimiter | None = None,
     ) -> None:
+        self.www_authenticate = www_authenticate
+        self.bearer_failures = bearer_failures or IpLimiter(30, 60.0)
         self.stateful = stateful
         self.stateless = stateless
         self.authenticate = authenticate
@@ -149,14 +158,23 @@ class McpEndpoint:
         self.keepalive_s = keepalive_s
 
     async def _principal(self, request: Request) -> tuple[str | None, str | None]:
-        """(principal, None) for a valid token; (None, reason) for a missing or bad one."""
+        """(principal, None) for a valid token; (None, reason) for a missing or bad one.
+
+        Failed bearer attempts count per client IP; past the limit every attempt from that
+        IP is refused unchecked until the window has passed (reason starts with "Too many").
+        """
         token = _bearer(request)
         if token is None:
             return None, "Missing Authorization header"
-        if self.authenticate is None:
+        ip = request.client.host if request.client is not None else "unknown"
+        wait = self.bearer_failures.retry_after(ip)
+        if wait is not None:
+            return None, f"Too many failed authentication attempts; retry in {wait:.0f} s"
+        principal = await self.authenticate(token) if token and self.authenticate is not None else None
+        if principal is None:
+            self.bearer_failures.record(ip)
             return None, "Invalid or expired token"
-        principal = await self.authenticate(token) if token else None
-        return (principal, None) if principal is not None else (None, "Invalid or expired token")
+        return principal, None
 
     async def _get_stream(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
         session_id = request.headers.get("mcp-session-id")
@@ -164,9 +182,9 @@ class McpEndpoint:
         if principal is None:
             resp = Response(
                 problem or "Invalid or expired token",
-                status_code=401,
+                status_code=_status_for(problem),
                 media_type="text/plain",
-                headers={"www-authenticate": WWW_AUTHENTICATE},
+                headers={"www-authenticate": self.www_authenticate},
             )
             await resp(scope, receive, send)
             return
@@ -211,9 +229,13 @@ class McpEndpoint:
                 principal, problem = await self._principal(request)
                 if principal is None:
                     resp = _rpc_error(
-                        401, -32000, problem or "Invalid or expired token", session_id, _request_id(message)
+                        _status_for(problem),
+                        -32000,
+                        problem or "Invalid or expired token",
+                        session_id,
+                        _request_id(message),
                     )
-                    resp.headers["www-authenticate"] = WWW_AUTHENTICATE
+                    resp.headers["www-authenticate"] = self.www_authenticate
                     await resp(scope, receive, send)
                     return
                 scope = {**scope, SCOPE_KEY: principal}
@@ -249,6 +271,8 @@ def build_http_app(
     push_store: AlertStore | None = None,
     keepalive_s: float = 30.0,
     status: Callable[[], dict[str, Any]] | None = None,
+    extra_routes: list[BaseRoute] | None = None,
+    www_authenticate: str = WWW_AUTHENTICATE,
 ) -> Starlette:
     """The Starlette app serving MCP and the health routes; run it with uvicorn in the daemon's loop.
 
@@ -269,6 +293,7 @@ def build_http_app(
         push_hub=push_hub,
         push_store=push_store,
         keepalive_s=keepalive_s,
+        www_authenticate=www_authenticate,
     )
 
     async def health(request: Request) -> Response:
@@ -294,7 +319,9 @@ def build_http_app(
         if authenticate is not None:
             principal, problem = await endpoint._principal(request)
             if principal is None:
-                return Response(problem, status_code=401, headers={"www-authenticate": WWW_AUTHENTICATE})
+                return Response(
+                    problem, status_code=_status_for(problem), headers={"www-authenticate": www_authenticate}
+                )
         return JSONResponse(status() if status is not None else {})
 
     async def favicon(request: Request) -> Response:
@@ -316,5 +343,6 @@ def build_http_app(
         Route("/", endpoint, methods=["POST"]),
         Route("/message", endpoint, methods=["POST"]),
         Route("/sse", endpoint, methods=["GET"]),
+        *(extra_routes or []),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

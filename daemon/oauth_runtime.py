@@ -1,0 +1,72 @@
+"""Wiring the OAuth authorization server into ``--serve`` (routes, passphrase source, 401 header)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from starlette.routing import BaseRoute
+
+from config import Settings
+from mcp_bridge.oauth.passphrase import hash_passphrase
+from mcp_bridge.oauth.provider import ChartgenOAuthProvider
+from mcp_bridge.oauth.routes import oauth_routes, resource_metadata_url
+from mcp_bridge.oauth.store import OAuthStore
+from mcp_bridge.tokens import TokenStore
+
+CREDENTIAL_NAME = "chartgen_passphrase"
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthSetup:
+    routes: list[BaseRoute]
+    www_authenticate: str
+    provider: ChartgenOAuthProvider
+
+
+def public_base_url(settings: Settings, host: str, port: int) -> str:
+    """``base_url`` if set (the TLS proxy's public URL), else the loopback address served."""
+    if settings.base_url:
+        return settings.base_url.rstrip("/")
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def public_host(settings: Settings) -> str | None:
+    """The Host header the proxy forwards (allowed past the DNS-rebinding check)."""
+    return urlparse(settings.base_url).netloc or None if settings.base_url else None
+
+
+def passphrase_source(store: OAuthStore) -> Callable[[], Awaitable[str | None]]:
+    """The passphrase hash: the systemd credential (hashed once, in memory) if present, else the database."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    path = Path(creds) / CREDENTIAL_NAME if creds else None
+    cached: list[str] = []
+
+    async def current() -> str | None:
+        if path is not None and path.is_file():
+            if not cached:
+                cached.append(await asyncio.to_thread(hash_passphrase, path.read_text().strip()))
+            return cached[0]
+        return await store.passphrase_hash()
+
+    return current
+
+
+def oauth_setup(settings: Settings, tokens: TokenStore, base_url: str) -> OAuthSetup:
+    store = OAuthStore(tokens.db)
+    provider = ChartgenOAuthProvider(
+        store,
+        tokens,
+        base_url=base_url,
+        redirect_hosts=list(settings.oauth_redirect_hosts),
+        access_ttl_s=settings.oauth_access_ttl_s,
+        refresh_ttl_s=settings.oauth_refresh_ttl_s,
+    )
+    routes = oauth_routes(provider, passphrase_source(store))
+    header = f'Bearer realm="chartgen", resource_metadata="{resource_metadata_url(base_url)}"'
+    return OAuthSetup(routes, header, provider)
