@@ -18,7 +18,7 @@ from mcp_bridge.oauth.routes import oauth_routes, resource_metadata_url
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 
-CREDENTIAL_NAME = "chartgen_passphrase"
+CREDENTIAL_NAME = "passphrase"
 
 
 @dataclass(frozen=True, slots=True)

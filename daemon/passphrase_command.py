@@ -2,7 +2,7 @@
 
 Read from the terminal twice (or once from stdin when it is not a terminal), stored only as
 a scrypt hash in the data dir's database; works while the daemon runs.  Under systemd the
-passphrase may instead come from the credential ``chartgen_passphrase`` (LoadCredential=),
+passphrase may instead come from the credential ``passphrase`` (LoadCredential=),
 which takes precedence.
 """
 
