@@ -13,6 +13,7 @@ import structlog
 
 from config import Settings
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
+from daemon.metrics import DaemonMetrics
 from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
 from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.services import chart_service, daemon_services, describe_endpoints
@@ -112,8 +113,11 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port))
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
         allowed = public_host(settings)
+        metrics = DaemonMetrics(services)
+        router.observers.append(metrics.observe_tool)
         app = build_http_app(
             server,
+            metrics=metrics.render,
             host=settings.host,
             allowed_hosts=[allowed] if allowed else None,
             **extra,

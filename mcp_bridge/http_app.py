@@ -15,6 +15,7 @@ Routes: ``GET /`` health; ``POST /mcp`` with the aliases ``POST /`` and ``POST /
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -111,6 +112,13 @@ Authenticate = Callable[[str], Awaitable["str | None"]]
 OPEN_METHODS = frozenset({"initialize", "tools/list"})
 """Methods chartgen serves without a bearer token (contract §1.4)."""
 WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _status_for(problem: str | None) -> int:
@@ -273,6 +281,7 @@ def build_http_app(
     status: Callable[[], dict[str, Any]] | None = None,
     extra_routes: list[BaseRoute] | None = None,
     www_authenticate: str = WWW_AUTHENTICATE,
+    metrics: Callable[[], Awaitable[bytes]] | None = None,
 ) -> Starlette:
     """The Starlette app serving MCP and the health routes; run it with uvicorn in the daemon's loop.
 
@@ -324,6 +333,19 @@ def build_http_app(
                 )
         return JSONResponse(status() if status is not None else {})
 
+    async def metrics_route(request: Request) -> Response:
+        """Prometheus exposition: loopback scrapers freely, others with a valid bearer token."""
+        client = request.client.host if request.client is not None else ""
+        if authenticate is not None and not _is_loopback(client):
+            principal, problem = await endpoint._principal(request)
+            if principal is None:
+                return Response(
+                    problem, status_code=_status_for(problem), headers={"www-authenticate": www_authenticate}
+                )
+        if metrics is None:
+            return Response("metrics are not enabled", status_code=404)
+        return Response(await metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     async def favicon(request: Request) -> Response:
         return Response(_FAVICON, media_type="image/svg+xml")
 
@@ -337,6 +359,7 @@ def build_http_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/status", status_route, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/favicon.svg", favicon, methods=["GET"]),
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),

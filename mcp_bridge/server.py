@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -46,6 +47,8 @@ class ToolRouter:
         self.services = services
         self.handlers = build_handlers()
         self.session_push: SessionPush | None = None
+        self.observers: list[Callable[[str, str, float], None]] = []
+        """Called with (tool, outcome, seconds) after every known tool's call (metrics)."""
         if services.alerts is not None and services.push is not None:
             self.session_push = SessionPush(services.push, services.alerts.store)
 
@@ -81,7 +84,10 @@ class ToolRouter:
                 return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
             finally:
                 reset_principal(bound)
-                log.info("tool_call", outcome=outcome, duration_ms=round((time.perf_counter() - started) * 1000, 2))
+                elapsed = time.perf_counter() - started
+                log.info("tool_call", outcome=outcome, duration_ms=round(elapsed * 1000, 2))
+                for observe in self.observers:
+                    observe(name, outcome, elapsed)
 
 
 def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
