@@ -118,6 +118,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         app = build_http_app(
             server,
             metrics=metrics.render,
+            direct=router.direct,
             host=settings.host,
             allowed_hosts=[allowed] if allowed else None,
             **extra,

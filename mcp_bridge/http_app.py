@@ -20,9 +20,11 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import orjson
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -109,6 +111,9 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 Authenticate = Callable[[str], Awaitable["str | None"]]
 """Bearer token → principal (None for an unknown, revoked or expired token)."""
 
+Direct = Callable[[Any, "str | None", str], Awaitable["dict[str, Any] | None"]]
+"""(session-less message, principal, protocol version) → its answer, or None to hand it to the SDK."""
+
 OPEN_METHODS = frozenset({"initialize", "tools/list"})
 """Methods chartgen serves without a bearer token (contract §1.4)."""
 WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
@@ -155,7 +160,9 @@ class McpEndpoint:
         keepalive_s: float = 30.0,
         www_authenticate: str = WWW_AUTHENTICATE,
         bearer_failures: IpLimiter | None = None,
+        direct: Direct | None = None,
     ) -> None:
+        self.direct = direct
         self.www_authenticate = www_authenticate
         self.bearer_failures = bearer_failures or IpLimiter(30, 60.0)
         self.stateful = stateful
@@ -247,11 +254,17 @@ class McpEndpoint:
                     await resp(scope, receive, send)
                     return
                 scope = {**scope, SCOPE_KEY: principal}
+        is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
+        if session_id is None and not is_initialize and self.direct is not None:
+            version = request.headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
+            answer = await self.direct(message, scope.get(SCOPE_KEY), version)
+            if answer is not None:
+                await Response(orjson.dumps(answer), media_type="application/json")(scope, receive, send)
+                return
         # The SDK answers JSON when asked for JSON; chartgen clients may omit Accept and Content-Type.
         scope = _with_header(scope, b"accept", b"application/json, text/event-stream")
         scope = _with_header(scope, b"content-type", b"application/json")
         replay = _replay(body, receive)
-        is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
         if session_id is not None or is_initialize:
             await self.stateful.handle_request(scope, replay, send)
         else:
@@ -282,6 +295,7 @@ def build_http_app(
     extra_routes: list[BaseRoute] | None = None,
     www_authenticate: str = WWW_AUTHENTICATE,
     metrics: Callable[[], Awaitable[bytes]] | None = None,
+    direct: Direct | None = None,
 ) -> Starlette:
     """The Starlette app serving MCP and the health routes; run it with uvicorn in the daemon's loop.
 
@@ -303,6 +317,7 @@ def build_http_app(
         push_store=push_store,
         keepalive_s=keepalive_s,
         www_authenticate=www_authenticate,
+        direct=direct,
     )
 
     async def health(request: Request) -> Response:

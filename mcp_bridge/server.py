@@ -17,6 +17,8 @@ from typing import Any
 import mcp_types as types
 import structlog
 from mcp.server.lowlevel import Server
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_bridge.errors import ToolError
 from mcp_bridge.identity import bind_principal, principal_of, reset_principal
@@ -88,6 +90,32 @@ class ToolRouter:
                 log.info("tool_call", outcome=outcome, duration_ms=round(elapsed * 1000, 2))
                 for observe in self.observers:
                     observe(name, outcome, elapsed)
+
+    async def direct(self, message: Any, principal: str | None, version: str) -> dict[str, Any] | None:
+        """Answer a session-less ``tools/call`` without an SDK session; None: let the SDK answer it.
+
+        chartgen's clients send bare ``tools/call`` requests without initializing; the SDK's
+        stateless manager would build and tear down a whole session for each.  Only a
+        well-formed call to a known tool under a handshake-era protocol version takes this
+        path (same router, and the SDK's own per-version result shaping); anything else —
+        other methods, odd params, batches, 2026-era envelopes — goes through the SDK.
+        """
+        if version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
+            return None
+        req_id = message.get("id")
+        if isinstance(req_id, bool) or not isinstance(req_id, str | int):
+            return None
+        params = message.get("params")
+        if not isinstance(params, dict) or set(params) - {"name", "arguments"}:
+            return None
+        name, args = params.get("name"), params.get("arguments", {})
+        if not isinstance(name, str) or name not in self.handlers or not isinstance(args, dict):
+            return None
+        result = await self.call(name, args, principal)
+        raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {"jsonrpc": "2.0", "id": req_id, "result": serialize_server_result("tools/call", version, raw)}
 
 
 def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:

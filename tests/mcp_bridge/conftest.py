@@ -31,3 +31,11 @@ async def mcp_url(services: Services) -> AsyncIterator[str]:
 def router(services: Services) -> Any:
     _, router = build_server(services)
     return router
+
+
+@pytest.fixture
+async def direct_url(services: Services) -> AsyncIterator[str]:
+    """The same app with the daemon's session-less fast path for tools/call (``router.direct``)."""
+    server, router = build_server(services)
+    async with serve_app(build_http_app(server, direct=router.direct)) as url:
+        yield url

@@ -127,3 +127,36 @@ async def test_unknown_tool_is_an_is_error_result(mcp_url: str) -> None:
     _, _, body = await post(f"{mcp_url}/mcp", call)
     assert body["result"]["isError"] is True
     assert body["result"]["content"][0]["text"] == "Unknown tool: nope"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"name": "list_indicators", "arguments": {}},
+        {"name": "list_indicators"},
+        {"name": "generate_chart", "arguments": {"bars": 30, "indicators": ["rsi"], "format": "summary"}},
+        {"name": "generate_chart", "arguments": {"bars": 0}},
+        {"name": "get_orders", "arguments": {}},
+        {"name": "no_such_tool", "arguments": {}},
+        {"name": "list_indicators", "arguments": "not an object"},
+    ],
+)
+async def test_the_session_less_fast_path_answers_exactly_as_the_sdk(
+    mcp_url: str, direct_url: str, params: dict[str, Any]
+) -> None:
+    """chartgen clients' bare tools/call: the daemon's direct answer equals the SDK's stateless answer."""
+    body = {"jsonrpc": "2.0", "id": "r1", "method": "tools/call", "params": params}
+    via_sdk = await post(f"{mcp_url}/mcp", body)
+    direct = await post(f"{direct_url}/mcp", body)
+    assert (direct[0], direct[2]) == (via_sdk[0], via_sdk[2])
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"])
+async def test_the_fast_path_shapes_results_per_protocol_version_like_the_sdk(
+    mcp_url: str, direct_url: str, version: str
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_orders", "arguments": {}}}
+    headers = {"mcp-protocol-version": version}
+    via_sdk = await post(f"{mcp_url}/mcp", body, headers)
+    direct = await post(f"{direct_url}/mcp", body, headers)
+    assert (direct[0], direct[2]) == (via_sdk[0], via_sdk[2])
