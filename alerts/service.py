@@ -70,10 +70,6 @@ class AlertService:
                 raise AlertInputError(f"cannot check symbol {spec.symbol} against the exchange: {exc}") from None
             if problem is not None:
                 raise AlertInputError(problem)
-        if await self.store.count_of(principal) >= self.max_alerts:
-            raise AlertInputError(
-                f"you have {self.max_alerts} active alerts, the most allowed; cancel some with cancel_alert first"
-            )
         alert = Alert(
             id=str(uuid.uuid4()),
             principal=principal,
@@ -91,7 +87,10 @@ class AlertService:
             expires_at=spec.expires_at,
             note=spec.note,
         )
-        await self.store.insert(alert)
+        if not await self.store.insert_capped(alert, self.max_alerts):
+            raise AlertInputError(
+                f"you have {self.max_alerts} active alerts, the most allowed; cancel some with cancel_alert first"
+            )
         self.evaluator.index(alert, spec.request)
         log.info("alert_set", alert_id=alert.id, symbol=alert.symbol, kind=alert.kind, interval=alert.interval)
         return {"alert_id": alert.id}

@@ -152,6 +152,36 @@ class AlertStore:
                 ),
             )
 
+    async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
+        """Insert unless the owner already has ``max_per_principal`` active alerts; one transaction, one hop.
+
+        Counting and inserting in the same transaction means concurrent calls can never
+        take an owner past the cap.  Returns False (nothing written) when at the cap.
+        """
+        row = (
+            alert.id,
+            alert.principal,
+            alert.symbol,
+            alert.interval,
+            alert.kind,
+            alert.model_dump_json(),
+            alert.created_at,
+            alert.expires_at,
+        )
+
+        def insert(conn: sqlite3.Connection) -> bool:
+            (n,) = conn.execute("SELECT COUNT(*) FROM alerts WHERE principal = ?", (alert.principal,)).fetchone()
+            if n >= max_per_principal:
+                return False
+            conn.execute(
+                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            return True
+
+        return await self.db.run_transaction(insert)
+
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one transaction."""
         async with self.db.transaction() as tx:

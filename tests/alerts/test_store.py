@@ -125,3 +125,12 @@ async def test_unsubscribe_drops_the_queue(store: AlertStore) -> None:
     assert await store.unsubscribe("a") is True
     assert await store.queued("a", after_seq=0, now=time.time()) == []
     assert await store.unsubscribe("a") is False
+
+
+async def test_concurrent_inserts_never_take_an_owner_past_the_cap(store: AlertStore) -> None:
+    import asyncio
+
+    results = await asyncio.gather(*(store.insert_capped(alert("capped", 100.0 + i), 3) for i in range(12)))
+    assert sorted(results) == [False] * 9 + [True] * 3
+    assert await store.count_of("capped") == 3
+    assert await store.insert_capped(alert("other"), 3)  # the cap is per owner
