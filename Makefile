@@ -24,6 +24,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+chaos: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/chaos tests/alerts/test_crash_safety.py tests/brokers/test_order_crash_safety.py tests/daemon/test_sigterm_burst.py
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 

@@ -238,6 +238,10 @@ class McpEndpoint:
             resp = _rpc_error(400, -32700, f"Parse error: {exc}", session_id)
             await resp(scope, receive, send)
             return
+        except RecursionError:
+            resp = _rpc_error(400, -32700, "Parse error: JSON nested too deeply", session_id)
+            await resp(scope, receive, send)
+            return
         if self.authenticate is not None:
             needs_auth = any(m not in OPEN_METHODS for m in _methods(message))
             if needs_auth or request.headers.get("authorization") is not None:
