@@ -14,6 +14,8 @@ from bench.alerts import run as run_alert_benches
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
 from bench.engine import bench_memory
 from bench.engine import run_all as run_engine_benches
+from bench.http_tools import print_table as print_http_table
+from bench.http_tools import run as run_http_benches
 from bench.indicators import bench_all_indicators, bench_engine_set
 from bench.orders import print_table as print_order_table
 from bench.orders import run as run_order_benches
@@ -43,6 +45,7 @@ def main() -> None:
     results["engine_rss_1000x2x1000_mb"] = bench_memory()
     results["alerts"] = run_alert_benches()
     results["orders"] = run_order_benches()
+    results["http_tools"] = run_http_benches()
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -64,6 +67,8 @@ def main() -> None:
     print_alert_table(results["alerts"])
     print("\norders:")
     print_order_table(results["orders"])
+    print("\nHTTP tool calls:")
+    print_http_table(results["http_tools"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")
