@@ -15,6 +15,7 @@ from config import Settings
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
 from daemon.metrics import DaemonMetrics
 from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
+from daemon.orders_runtime import broker_readiness
 from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.services import chart_service, daemon_services, describe_endpoints
 from engine.charts.service import ChartRequest
@@ -122,7 +123,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             host=settings.host,
             allowed_hosts=[allowed] if allowed else None,
             **extra,
-            readiness=engine.readiness if engine is not None else None,
+            readiness=(lambda: daemon_readiness(services)) if engine is not None else None,
             authenticate=token_authenticator(services.tokens),
             push_hub=services.push,
             push_store=services.alerts.store if services.alerts is not None else None,
@@ -156,12 +157,21 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             notifier.close()
 
 
+def daemon_readiness(services: Services) -> tuple[bool, list[str]]:
+    """/readyz and STATUS=: the engine's readiness plus the broker's degraded states."""
+    if services.engine is None:
+        return True, []
+    ready, reasons = services.engine.readiness()
+    broker = broker_readiness(services.orders)
+    return ready and not broker, [*reasons, *broker]
+
+
 def status_line(services: Services) -> str:
     """The one-line state for systemd's STATUS= (degraded reasons first)."""
     engine = services.engine
     if engine is None:
         return "serving (charts only)"
-    ready, reasons = engine.readiness()
+    ready, reasons = daemon_readiness(services)
     alerts = services.alerts.evaluator.active_count if services.alerts is not None else 0
     head = "ready" if ready else "degraded: " + "; ".join(reasons[:3])
     return f"{head} | {len(engine.markets)} markets, {alerts} alerts active"

@@ -1,0 +1,54 @@
+"""Degraded broker states reach /readyz and STATUS=: a failing reconciliation, a lost user-data stream."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from brokers.models import BrokerError
+from daemon.modes import daemon_readiness, status_line
+from daemon.orders_runtime import _reconcile, broker_readiness
+
+
+class FakeOrders:
+    def __init__(self) -> None:
+        self.fail: BrokerError | None = None
+        self.user_stream = SimpleNamespace(connected=True)
+
+    async def reconcile(self) -> dict[str, Any]:
+        if self.fail is not None:
+            raise self.fail
+        return {}
+
+
+class ReadyEngine:
+    def __init__(self) -> None:
+        self.markets = [("BTCUSDT", "1m")]
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        return True, []
+
+
+async def test_broker_problems_make_the_daemon_degraded_until_they_clear() -> None:
+    orders = FakeOrders()
+    services: Any = SimpleNamespace(engine=ReadyEngine(), orders=orders, alerts=None)
+    job = _reconcile(orders)  # type: ignore[arg-type]
+    await job()
+    assert daemon_readiness(services) == (True, [])
+
+    orders.fail = BrokerError("cannot reach binance: timeout")
+    with pytest.raises(BrokerError):
+        await job()
+    ready, reasons = daemon_readiness(services)
+    assert not ready and reasons == ["broker: reconciliation failing (cannot reach binance: timeout)"]
+    assert status_line(services).startswith("degraded: broker: reconciliation failing")
+
+    orders.user_stream.connected = False
+    assert len(broker_readiness(orders)) == 2  # type: ignore[arg-type]
+
+    orders.fail = None
+    orders.user_stream.connected = True
+    await job()
+    assert daemon_readiness(services) == (True, [])
