@@ -29,6 +29,7 @@ from mcp.server.auth.provider import (
     RefreshToken,
     RegistrationError,
     TokenError,
+    construct_redirect_uri,
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
@@ -141,17 +142,15 @@ class ChartgenOAuthProvider:
         if not await self.store.approve(request_id, code, data, self.code_ttl_s):
             return None
         log.info("oauth_consent_approved", client_id=client_id)
-        from mcp.server.auth.provider import construct_redirect_uri
-
         return construct_redirect_uri(p["redirect_uri"], code=code, state=p.get("state"))
 
     async def deny(self, request_id: str) -> str | None:
         pending = await self.store.consent(request_id)
         if pending is None:
             return None
-        from mcp.server.auth.provider import construct_redirect_uri
-
         client_id, p = pending
+        if not await self.store.discard_consent(request_id):
+            return None
         log.info("oauth_consent_denied", client_id=client_id)
         return construct_redirect_uri(
             p["redirect_uri"], error="access_denied", error_description="the operator refused", state=p.get("state")

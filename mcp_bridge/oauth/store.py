@@ -134,6 +134,15 @@ class OAuthStore:
             )
         return True
 
+    async def discard_consent(self, request_id: str) -> bool:
+        """Close a pending consent request without a code (denied); False if it was no longer pending."""
+        async with self.db.transaction() as tx:
+            cur = await tx.execute(
+                "UPDATE oauth_consents SET used_at = ? WHERE request_hash = ? AND used_at IS NULL",
+                (time.time(), hash_token(request_id)),
+            )
+            return bool(cur.rowcount == 1)
+
     # --- codes ---------------------------------------------------------------------------
     async def code(self, code: str) -> tuple[dict[str, Any], float, float | None] | None:
         """(data, expires_at, used_at) of a code."""

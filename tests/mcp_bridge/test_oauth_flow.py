@@ -266,6 +266,19 @@ async def test_every_refusal_the_authorization_server_owes(daemon: DaemonProc) -
         g4.client_secret = "0" * 64
         assert (await exchange(http, base, g4)).status_code == 401
 
+        # the operator denies: the client is told access_denied, and the request cannot be approved afterwards
+        reg = (await register(http, base)).json()
+        _, challenge = pkce()
+        query = f"response_type=code&client_id={reg['client_id']}&redirect_uri={REDIRECT}&code_challenge={challenge}"
+        page_url = (await http.get(f"{base}/authorize?{query}&code_challenge_method=S256&state=d")).headers["location"]
+        request_id = re.search(r'name="request" value="([^"]+)"', (await http.get(page_url)).text)
+        assert request_id is not None
+        form = {"request": request_id.group(1), "passphrase": PASSPHRASE}
+        denied = await http.post(page_url.split("?")[0], data={**form, "decision": "deny"})
+        assert denied.status_code == 303 and "error=access_denied" in denied.headers["location"]
+        late = await http.post(page_url.split("?")[0], data={**form, "decision": "approve"})
+        assert late.status_code == 400 and "code=" not in late.headers.get("location", "")
+
         # a resource that is not this server is refused at /authorize
         reg = (await register(http, base)).json()
         _, challenge = pkce()
