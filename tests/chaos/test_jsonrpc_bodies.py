@@ -70,6 +70,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         d.http.close()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 def check(resp: httpx2.Response) -> None:
