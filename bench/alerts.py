@@ -167,12 +167,7 @@ async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000
         )
         try:
             async with aiohttp.ClientSession() as http:
-                async with asyncio.timeout(60):
-                    while True:
-                        async with http.get(f"{daemon.base}/readyz") as r:
-                            if r.status == 200:
-                                break
-                        await asyncio.sleep(0.05)
+                await daemon.wait_ready()
                 base = 70_000.0
                 async with mcp_client(daemon.mcp_url, daemon.token) as client:
                     await client.call_tool("subscribe_notifications", {})

@@ -40,12 +40,7 @@ async def bench_get_indicators(clients: int = CLIENTS, per_client: int = CALLS_P
         try:
             connector = aiohttp.TCPConnector(limit=clients)
             async with aiohttp.ClientSession(connector=connector) as http:
-                async with asyncio.timeout(60):
-                    while True:
-                        async with http.get(f"{daemon.base}/readyz") as r:
-                            if r.status == 200:
-                                break
-                        await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
+                await daemon.wait_ready()
                 headers = {"Authorization": f"Bearer {daemon.token}"}
                 body = {
                     "jsonrpc": "2.0",

@@ -21,12 +21,7 @@ async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
         ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"], data_dir=tmp_path
     )
     try:
-        async with aiohttp.ClientSession() as http, asyncio.timeout(60):
-            while True:
-                async with http.get(f"{proc.base}/readyz") as r:
-                    if r.status == 200:
-                        break
-                await asyncio.sleep(0.1)  # polling readiness, bounded by the timeout
+        await proc.wait_ready()
         yield proc
     finally:
         await proc.stop()

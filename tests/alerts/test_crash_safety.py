@@ -54,12 +54,7 @@ def _env(sim: RunningSimulator) -> dict[str, str]:
 
 async def _start(sim: RunningSimulator, data_dir: Path) -> DaemonProc:
     proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim))
-    async with aiohttp.ClientSession() as http, asyncio.timeout(60):
-        while True:
-            async with http.get(f"{proc.base}/readyz") as r:
-                if r.status == 200:
-                    return proc
-            await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
+    return await proc.wait_ready()
 
 
 async def _price(http: aiohttp.ClientSession, sim: RunningSimulator, price: float) -> None:

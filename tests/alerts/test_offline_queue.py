@@ -17,12 +17,7 @@ ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i
 
 async def _start(data_dir: Path) -> DaemonProc:
     proc = await start_daemon(ARGS, data_dir=data_dir, env={"CHARTGEN_NOTIFY_QUEUE_CAP": "3"})
-    async with aiohttp.ClientSession() as http, asyncio.timeout(60):
-        while True:
-            async with http.get(f"{proc.base}/readyz") as r:
-                if r.status == 200:
-                    return proc
-            await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
+    return await proc.wait_ready()
 
 
 async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:

@@ -16,7 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from brokers.simulator.app import RunningSimulator, start_simulator
@@ -54,12 +53,7 @@ def _env(sim: RunningSimulator) -> dict[str, str]:
 
 async def _start(sim: RunningSimulator, data_dir: Path) -> DaemonProc:
     proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim))
-    async with aiohttp.ClientSession() as http, asyncio.timeout(60):
-        while True:
-            async with http.get(f"{proc.base}/readyz") as r:
-                if r.status == 200:
-                    return proc
-            await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
+    return await proc.wait_ready()
 
 
 async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:

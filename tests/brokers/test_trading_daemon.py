@@ -40,12 +40,7 @@ async def daemon(tmp_path: Path, broker: str) -> AsyncIterator[DaemonProc]:
         env={**ENV, "CHARTGEN_BROKER": broker, **BROKER_ENV.get(broker, {})},
     )
     try:
-        async with aiohttp.ClientSession() as http, asyncio.timeout(60):
-            while True:
-                async with http.get(f"{proc.base}/readyz") as r:
-                    if r.status == 200:
-                        break
-                await asyncio.sleep(0.1)  # polling readiness, bounded by the timeout
+        await proc.wait_ready()
         yield proc
     finally:
         await proc.stop()

@@ -23,15 +23,6 @@ ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i
 CALLS = 120
 
 
-async def ready(http: aiohttp.ClientSession, base: str) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            async with http.get(f"{base}/readyz") as r:
-                if r.status == 200:
-                    return
-            await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
-
-
 async def set_alert(http: aiohttp.ClientSession, url: str, token: str, i: int) -> str:
     """The alert id if answered; "refused" if the connection was never accepted; raises otherwise."""
     body = {
@@ -61,7 +52,7 @@ async def test_sigterm_mid_burst_answers_every_accepted_call_and_loses_nothing(t
     daemon = await start_daemon(ARGS, data_dir=tmp_path)
     connector = aiohttp.TCPConnector(limit=16, force_close=True)
     async with aiohttp.ClientSession(connector=connector) as http:
-        await ready(http, daemon.base)
+        await daemon.wait_ready()
         tasks = [asyncio.create_task(set_alert(http, daemon.mcp_url, token, i)) for i in range(CALLS)]
         done = 0
         while done < CALLS // 4:  # let a quarter finish, then stop the daemon under load

@@ -26,18 +26,10 @@ async def daemon(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
     )
     try:
         assert proc.sim_url is not None and proc.token is not None
+        await proc.wait_ready()
         yield {"mcp": proc.mcp_url, "sim": proc.sim_url, "token": proc.token}
     finally:
         await proc.stop()
-
-
-async def _ready(base: str, http: aiohttp.ClientSession) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            async with http.get(f"{base}/readyz") as r:
-                if r.status == 200:
-                    return
-            await asyncio.sleep(0.1)  # polling a readiness endpoint, bounded by the timeout
 
 
 async def _engine_payload(client: Client, args: dict[str, Any]) -> dict[str, Any]:
@@ -48,9 +40,7 @@ async def _engine_payload(client: Client, args: dict[str, Any]) -> dict[str, Any
 
 async def test_get_indicators_answers_from_the_engine_and_tracks_closed_bars(daemon: dict[str, str]) -> None:
     """After a trade and a close, engine_cache values equal a fresh computation on the simulator's bars."""
-    base = daemon["mcp"].removesuffix("/mcp")
     async with aiohttp.ClientSession() as http:
-        await _ready(base, http)
         async with mcp_client(daemon["mcp"], daemon["token"]) as client:
             first = await _engine_payload(client, {"symbol": "BTCUSDT", "interval": "1h", "indicators": ["rsi"]})
             assert first["source"] == "engine_cache" and first["bars"] == 1000 and first["stale"] is False

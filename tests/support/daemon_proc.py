@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -32,6 +33,15 @@ class DaemonProc:
     @property
     def base(self) -> str:
         return self.mcp_url.removesuffix("/mcp")
+
+    async def wait_ready(self, timeout_s: float = 60.0) -> DaemonProc:
+        """Poll ``/readyz`` until it answers 200 (the daemon offers no readiness event over HTTP)."""
+        async with aiohttp.ClientSession() as http, asyncio.timeout(timeout_s):
+            while True:
+                async with http.get(f"{self.base}/readyz") as r:
+                    if r.status == 200:
+                        return self
+                await asyncio.sleep(0.05)  # polling readiness, bounded by the timeout
 
     async def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
         if self.proc.returncode is None:
