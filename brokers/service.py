@@ -168,6 +168,8 @@ class OrderService:
         self.latencies_ms: list[float] = []
         self.unknown_lookup_delays_s: tuple[float, ...] = (0.2, 1.0, 3.0)
         self.unresolved_grace_s = UNRESOLVED_GRACE_S
+        self.reconcile_error: str | None = None
+        """The last reconciliation's broker failure (None once a pass succeeds): a degraded state."""
         """Waits before each lookup of an order whose answer was lost."""
         broker.set_event_handler(self.on_update)
 
@@ -345,6 +347,16 @@ class OrderService:
         return row
 
     async def reconcile(self) -> dict[str, int]:
+        """One reconciliation pass; a broker failure is kept in :attr:`reconcile_error` until a pass succeeds."""
+        try:
+            counts = await self._reconcile_once()
+        except BrokerError as exc:
+            self.reconcile_error = str(exc)
+            raise
+        self.reconcile_error = None
+        return counts
+
+    async def _reconcile_once(self) -> dict[str, int]:
         """Settle unresolved orders, learn open orders placed elsewhere, fetch missed trades.
 
         One ``openOrders`` call settles every order still open; only the unresolved orders

@@ -157,25 +157,16 @@ async def running_orders(
 
 def _reconcile(service: OrderService):  # type: ignore[no-untyped-def]
     async def run() -> None:
-        try:
-            await service.reconcile()
-        except BrokerError as exc:
-            BROKER_PROBLEMS[id(service)] = f"broker: reconciliation failing ({exc})"
-            raise
-        BROKER_PROBLEMS.pop(id(service), None)
+        await service.reconcile()
 
     return run
-
-
-BROKER_PROBLEMS: dict[int, str] = {}
-"""The latest reconciliation failure per order service (cleared by the next success)."""
 
 
 def broker_readiness(service: OrderService | None) -> list[str]:
     """Degraded-state reasons of the broker side: a failing reconciliation, a lost user-data stream."""
     if service is None:
         return []
-    reasons = [BROKER_PROBLEMS[id(service)]] if id(service) in BROKER_PROBLEMS else []
+    reasons = [] if service.reconcile_error is None else [f"broker: reconciliation failing ({service.reconcile_error})"]
     stream = getattr(service, "user_stream", None)
     if stream is not None and not stream.connected:
         reasons.append("broker: user-data stream disconnected (fills are learnt by reconciliation until it is back)")

@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import pytest
 
 from brokers.filters import SymbolRules
-from brokers.models import ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
+from brokers.models import BrokerError, ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from config.database import Database
@@ -165,3 +165,21 @@ async def test_a_client_order_id_cannot_be_used_twice(db: Database) -> None:
     with pytest.raises(OrderInputError, match="already used"):
         await svc.place_order({**BUY, "client_order_id": "mine-1"})
     assert broker.placed == ["mine-1"]
+
+
+async def test_a_failing_reconciliation_is_remembered_until_a_pass_succeeds(db: Database) -> None:
+    broker = FakeBroker()
+    svc = service(db, broker, Clock())
+    await svc.reconcile()
+    assert svc.reconcile_error is None
+
+    async def down(symbol: str | None = None) -> list[ExchangeOrder]:
+        raise BrokerError("cannot reach the exchange: timeout")
+
+    broker.open_orders = down  # type: ignore[method-assign]
+    with pytest.raises(BrokerError):
+        await svc.reconcile()
+    assert svc.reconcile_error == "cannot reach the exchange: timeout"
+    del broker.open_orders
+    await svc.reconcile()
+    assert svc.reconcile_error is None

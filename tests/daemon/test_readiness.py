@@ -15,9 +15,11 @@ from daemon.orders_runtime import _reconcile, broker_readiness
 class FakeOrders:
     def __init__(self) -> None:
         self.fail: BrokerError | None = None
+        self.reconcile_error: str | None = None
         self.user_stream = SimpleNamespace(connected=True)
 
     async def reconcile(self) -> dict[str, Any]:
+        self.reconcile_error = None if self.fail is None else str(self.fail)
         if self.fail is not None:
             raise self.fail
         return {}
