@@ -13,12 +13,10 @@ order, learns orders placed elsewhere and trades missed while disconnected.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -34,6 +32,8 @@ from brokers.models import (
     RateLimitedError,
     state_name,
 )
+from brokers.order_args import OrderInputError, parse_order
+from brokers.order_args import plain_decimal as plain
 from brokers.order_store import OrderRow, OrderStore
 from brokers.positions import positions_from_fills
 from brokers.protocol import Broker
@@ -42,16 +42,7 @@ log = structlog.get_logger(__name__)
 
 AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 MarkPrice = Callable[[str], float | None]
-CLIENT_ID = re.compile(r"^[.A-Z:/a-z0-9_-]{1,36}$")
 UNRESOLVED_GRACE_S = 30.0
-
-
-class OrderInputError(ValueError):
-    """Arguments the caller must correct; ``code`` is an MCP error code when one applies."""
-
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,86 +53,6 @@ class SafetyLimits:
     max_daily_notional: Decimal | None = Decimal("50000")
     allowed_symbols: frozenset[str] = field(default_factory=frozenset)
     """Empty: every symbol the exchange lists."""
-
-
-def _plain(x: Decimal | float) -> str:
-    d = x if isinstance(x, Decimal) else Decimal(str(x))
-    return format(d.normalize(), "f")
-
-
-def _decimal(name: str, value: Any, *, required: bool) -> Decimal | None:
-    if value is None:
-        if required:
-            raise OrderInputError(f"{name} must be > 0")
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise OrderInputError(f"{name} must be a number; got {type(value).__name__}")
-    try:
-        d = Decimal(str(value).strip())
-    except InvalidOperation:
-        raise OrderInputError(f"{name} must be a number; got {str(value)[:40]!r}") from None
-    if not d.is_finite():
-        raise OrderInputError(f"{name} must be a finite number")
-    if d <= 0:
-        raise OrderInputError(f"{name} must be > 0")
-    if d > Decimal("1e15"):
-        raise OrderInputError(f"{name} is too large (at most 1e15)")
-    return d
-
-
-def parse_order(args: dict[str, Any]) -> dict[str, Any]:
-    """chartgen's place_order checks, in its order, plus ours; returns normalised fields."""
-    known = {"symbol", "side", "type", "quantity", "price", "time_in_force", "client_order_id", "quote_quantity"}
-    symbol = args.get("symbol")
-    if symbol is None or symbol == "":
-        raise OrderInputError("symbol is required")
-    if not isinstance(symbol, str) or not symbol.strip().isalnum() or len(symbol) > 20:
-        raise OrderInputError("symbol must be an exchange symbol such as BTCUSDT", code=-32003)
-    side = args.get("side")
-    if not isinstance(side, str) or side.lower() not in ("buy", "sell"):
-        raise OrderInputError("side must be 'buy' or 'sell'")
-    unknown = set(args) - known
-    if unknown:
-        raise OrderInputError(
-            f"unknown argument(s) {sorted(map(str, unknown))[:5]}; place_order takes {', '.join(sorted(known))}"
-        )
-    otype = args.get("type", "market")
-    if not isinstance(otype, str) or otype.lower() not in ("market", "limit", "limit_maker"):
-        raise OrderInputError("type must be 'market' or 'limit' (or 'limit_maker')")
-    otype = otype.lower()
-    price = None
-    if otype in ("limit", "limit_maker"):
-        if args.get("price") is None or isinstance(args.get("price"), bool):
-            raise OrderInputError("price is required for limit orders")
-        price = _decimal("price", args.get("price"), required=True)
-    elif args.get("price") is not None:
-        raise OrderInputError("price applies to limit orders only; omit it for a market order")
-    quote_qty = _decimal("quote_quantity", args.get("quote_quantity"), required=False)
-    if quote_qty is not None and otype != "market":
-        raise OrderInputError("quote_quantity applies to market orders only")
-    qty = _decimal("quantity", args.get("quantity"), required=quote_qty is None)
-    if qty is not None and quote_qty is not None:
-        raise OrderInputError("give quantity or quote_quantity, not both")
-    tif = args.get("time_in_force")
-    if tif is not None:
-        if otype != "limit" or not isinstance(tif, str) or tif.upper() not in ("GTC", "IOC", "FOK"):
-            raise OrderInputError("time_in_force must be GTC, IOC or FOK, and only for limit orders")
-        tif = tif.upper()
-    elif otype == "limit":
-        tif = "GTC"
-    client_id = args.get("client_order_id")
-    if client_id is not None and (not isinstance(client_id, str) or not CLIENT_ID.match(client_id)):
-        raise OrderInputError("client_order_id must be 1-36 characters of letters, digits and . : / _ -")
-    return {
-        "symbol": symbol.strip().upper(),
-        "side": side.upper(),
-        "type": otype.upper(),
-        "quantity": qty,
-        "quote_quantity": quote_qty,
-        "price": price,
-        "time_in_force": tif,
-        "client_order_id": client_id or str(uuid.uuid4()),
-    }
 
 
 class OrderService:
@@ -220,23 +131,23 @@ class OrderService:
         )
         if self.limits.max_order_notional is not None and notional > self.limits.max_order_notional:
             raise OrderInputError(
-                f"order value {_plain(notional)} exceeds the per-order limit {_plain(self.limits.max_order_notional)} "
+                f"order value {plain(notional)} exceeds the per-order limit {plain(self.limits.max_order_notional)} "
                 "(setting trading_max_order_notional)"
             )
         if self.limits.max_daily_notional is not None:
             used = await self._daily_notional()
             if used + notional > self.limits.max_daily_notional:
                 raise OrderInputError(
-                    f"order value {_plain(notional)} would take today's traded value to {_plain(used + notional)}, "
-                    f"over the daily limit {_plain(self.limits.max_daily_notional)} "
+                    f"order value {plain(notional)} would take today's traded value to {plain(used + notional)}, "
+                    f"over the daily limit {plain(self.limits.max_daily_notional)} "
                     "(setting trading_max_daily_notional)"
                 )
         req = OrderRequest(**fields)
         if await self.store.get(req.client_order_id) is not None:
             raise OrderInputError(f"client_order_id {req.client_order_id} was already used; choose another")
         await self.store.record_intent(self.broker.name, req, self._clock())
-        kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{_plain(req.price or 0)}"
-        qty_text = _plain(req.quantity) if req.quantity is not None else f"quote:{_plain(req.quote_quantity or 0)}"
+        kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or 0)}"
+        qty_text = plain(req.quantity) if req.quantity is not None else f"quote:{plain(req.quote_quantity or 0)}"
         await self._write(
             [f"{self._stamp()} SUBMITTED {req.side} {req.symbol} {qty_text} {kind} id={req.client_order_id}"]
         )
@@ -338,8 +249,8 @@ class OrderService:
         if row.status == "FILLED" and before != "FILLED":
             avg = row.avg_price
             lines.append(
-                f"{self._stamp()} FILLED {row.side} {row.symbol} {_plain(row.executed_qty)} @ "
-                f"{_plain(avg) if avg is not None else '?'} id={row.client_order_id}"
+                f"{self._stamp()} FILLED {row.side} {row.symbol} {plain(row.executed_qty)} @ "
+                f"{plain(avg) if avg is not None else '?'} id={row.client_order_id}"
             )
         elif row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH") and before != row.status:
             lines.append(f"{self._stamp()} CANCELLED id={row.client_order_id}")
@@ -408,7 +319,7 @@ class OrderService:
         }
 
     def _listing(self, row: OrderRow) -> dict[str, Any]:
-        kind = "market" if row.type == "MARKET" else f"{row.type.lower()}@{_plain(row.price or 0)}"
+        kind = "market" if row.type == "MARKET" else f"{row.type.lower()}@{plain(row.price or 0)}"
         return {
             "id": row.client_order_id,
             "symbol": row.symbol,
