@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 9315
 
-.PHONY: run test bench lint chaos clean venv
+NODE_TOOLS := tests/conformance/node_modules/.installed
+
+.PHONY: run test bench lint chaos clean venv node-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +20,18 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP)
 
+# Node 22, the MCP conformance suite and the MCP Inspector (npm packages, pinned by the lockfile)
+$(NODE_TOOLS): tests/conformance/package.json tests/conformance/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm not found: the MCP conformance and Inspector tests will be skipped"; fi
+
+node-tools: $(NODE_TOOLS)
+
 run: $(STAMP)
 	$(BIN)/chartgen --serve --trade --sim --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_TOOLS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 chaos: $(STAMP)
@@ -35,4 +45,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) tests/conformance/node_modules .pytest_cache .ruff_cache build *.egg-info

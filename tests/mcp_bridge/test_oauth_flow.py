@@ -6,12 +6,8 @@ secret in plain text in the database or the logs.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import hashlib
 import re
 import secrets
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,28 +22,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
+from tests.support.daemon_proc import DaemonProc, start_daemon
+from tests.support.oauth import PASSPHRASE, pkce, set_passphrase
 
-PASSPHRASE = "correct horse battery staple"
 REDIRECT = "http://localhost:3030/callback"
-
-
-async def set_passphrase(data_dir: Path, passphrase: str = PASSPHRASE) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "daemon",
-        "passphrase",
-        "--data-dir",
-        str(data_dir),
-        "set",
-        env=clean_env(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await proc.communicate((passphrase + "\n").encode())
-    assert proc.returncode == 0, err.decode()
 
 
 @pytest.fixture
@@ -81,12 +59,6 @@ class Grant:
     client_secret: str
     code: str
     verifier: str
-
-
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    return verifier, challenge
 
 
 async def register(http: httpx2.AsyncClient, base: str, redirect: str = REDIRECT) -> httpx2.Response:

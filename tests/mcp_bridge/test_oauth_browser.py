@@ -1,0 +1,185 @@
+"""The OAuth consent flow end to end in real headless Chromium (Debian's chromium + chromedriver,
+driven by selenium): register → /authorize → consent page → a wrong passphrase refused → the
+right one → redirect to the client's callback with a code → token → tools/call with it.
+
+The page is used as a person would use it: typing into the password field and clicking the
+Approve button, with JavaScript switched off (the consent page must work without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlparse
+
+import httpx2
+import pytest
+from aiohttp import web
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.support.daemon_proc import DaemonProc, start_daemon
+from tests.support.external import chromium
+from tests.support.oauth import PASSPHRASE, pkce, set_passphrase
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Callback:
+    """The OAuth client's redirect target on loopback: records the query it was sent."""
+
+    def __init__(self) -> None:
+        self.received: asyncio.Future[dict[str, list[str]]] = asyncio.get_running_loop().create_future()
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/callback", self._handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        self.url = f"http://localhost:{port}/callback"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if not self.received.done():
+            self.received.set_result(parse_qs(request.query_string))
+        return web.Response(text="Authorized; you can close this window.", content_type="text/plain")
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
+    await set_passphrase(tmp_path)
+    proc = await start_daemon(["--serve"], data_dir=tmp_path)
+    try:
+        yield proc
+    finally:
+        await proc.stop()
+
+
+def browser(binary: Path, driver: Path, profile: Path) -> webdriver.Chrome:
+    options = Options()
+    options.binary_location = str(binary)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        # the machine's network is closed: no background calls home
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    return webdriver.Chrome(service=Service(executable_path=str(driver)), options=options)
+
+
+def answer_consent(driver: webdriver.Chrome, authorize_url: str, callback_url: str) -> list[str]:
+    """Drive the consent page; returns what the page said after the wrong passphrase and the final URL."""
+    seen: list[str] = []
+    wait = WebDriverWait(driver, 30)
+    driver.get(authorize_url)
+    field = wait.until(expected_conditions.presence_of_element_located((By.ID, "passphrase")))
+    seen.append(driver.find_element(By.TAG_NAME, "body").text)
+    field.send_keys("not the operator passphrase")
+    driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
+    wait.until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), "Wrong passphrase"))
+    seen.append(driver.find_element(By.TAG_NAME, "body").text)
+    field = driver.find_element(By.ID, "passphrase")
+    field.send_keys(PASSPHRASE)
+    driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
+    wait.until(expected_conditions.url_contains(callback_url))
+    seen.append(driver.current_url)
+    return seen
+
+
+async def test_consent_flow_in_headless_chromium(daemon: DaemonProc, tmp_path: Path) -> None:
+    binary, driver_path = chromium()
+    callback = Callback()
+    await callback.start()
+    try:
+        async with httpx2.AsyncClient() as http:
+            base = daemon.base
+            reg = await http.post(
+                f"{base}/register",
+                json={
+                    "redirect_uris": [callback.url],
+                    "client_name": "Browser Test Client",
+                    "grant_types": ["authorization_code", "refresh_token"],
+                    "token_endpoint_auth_method": "client_secret_post",
+                },
+            )
+            assert reg.status_code == 201, reg.text
+            client = reg.json()
+            verifier, challenge = pkce()
+            authorize_url = f"{base}/authorize?" + urlencode(
+                {
+                    "response_type": "code",
+                    "client_id": client["client_id"],
+                    "redirect_uri": callback.url,
+                    "code_challenge": challenge,
+                    "code_challenge_method": "S256",
+                    "state": "browser-state",
+                    "resource": daemon.mcp_url,
+                }
+            )
+
+            driver = await asyncio.to_thread(browser, binary, driver_path, tmp_path / "chromium-profile")
+            try:
+                first_page, after_wrong, final_url = await asyncio.to_thread(
+                    answer_consent, driver, authorize_url, callback.url
+                )
+            finally:
+                await asyncio.to_thread(driver.quit)
+
+            assert "Browser Test Client" in first_page
+            assert urlparse(callback.url).netloc in first_page  # the page names where the code will go
+            assert "Wrong passphrase" in after_wrong
+            async with asyncio.timeout(10):
+                query = await callback.received
+            assert query["state"] == ["browser-state"]
+            assert "code=" in urlparse(final_url).query
+            code = query["code"][0]
+
+            token = await http.post(
+                f"{base}/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "code": code,
+                    "redirect_uri": callback.url,
+                    "code_verifier": verifier,
+                    "client_id": client["client_id"],
+                    "client_secret": client["client_secret"],
+                },
+            )
+            assert token.status_code == 200, token.text
+            access = token.json()["access_token"]
+            call = await http.post(
+                daemon.mcp_url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "list_indicators", "arguments": {}},
+                },
+                headers={"authorization": f"Bearer {access}", "accept": "application/json, text/event-stream"},
+            )
+            assert call.status_code == 200, call.text
+            assert "result" in call.text and "rsi" in call.text
+    finally:
+        await callback.close()
