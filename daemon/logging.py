@@ -13,6 +13,12 @@ from typing import Literal, TextIO
 
 import structlog
 
+# Structured tracebacks without the frames' local variables: those hold request parameters,
+# signed queries and keys (structlog's default dict_tracebacks shows them).
+_JSON_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -44,7 +50,7 @@ def configure_logging(
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.dict_tracebacks if use_json else structlog.processors.format_exc_info,
+            _JSON_TRACEBACKS if use_json else structlog.processors.format_exc_info,
             renderer,
         ],
     )

@@ -29,6 +29,7 @@ from mcp_bridge.tokens import TokenError, TokenStore
 from mcp_bridge.tools import Services
 
 DEMO_TOKEN_NAME = "sim-demo"
+DEMO_PRINCIPAL = "demo"
 
 log = structlog.get_logger(__name__)
 
@@ -211,10 +212,14 @@ def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-d
 
 
 async def demo_token(tokens: TokenStore) -> str:
-    """A fresh token for the offline demo (--sim); the previous demo token is revoked."""
+    """A fresh token for the offline demo (--sim); the previous demo token is revoked.
+
+    Every run's demo token has the same principal, so the demo's alerts, notifications and
+    orders are still its own after a restart.
+    """
     with contextlib.suppress(TokenError):
         await tokens.revoke(DEMO_TOKEN_NAME)
-    token, _ = await tokens.create(DEMO_TOKEN_NAME)
+    token, _ = await tokens.create(DEMO_TOKEN_NAME, principal=DEMO_PRINCIPAL)
     return token
 
 

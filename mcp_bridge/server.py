@@ -9,6 +9,7 @@ values, which may be large or private).
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +37,15 @@ INSTRUCTIONS = (
     "chartgen draws trading charts and computes technical indicators (generate_chart, get_indicators, "
     "list_indicators). Prefer format=summary when you need numbers rather than a picture."
 )
+
+
+def storage_message(tool: str, exc: sqlite3.OperationalError, request_id: str) -> str:
+    """What a user is told when the daemon's database refused a read or write."""
+    reason = str(exc) or getattr(exc, "sqlite_errorname", "storage error")
+    return (
+        f"{tool} failed: the daemon could not use its database ({reason}); nothing was changed. "
+        f"Free disk space on the daemon's host (or fix its data directory) and retry (request {request_id})."
+    )
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -80,6 +90,12 @@ class ToolRouter:
                 if structured is not None:
                     result.structured_content = structured
                 return result
+            except sqlite3.OperationalError as exc:
+                # the database could not be written or read (disk full, I/O error, read-only
+                # file system): the transaction was rolled back, so nothing changed
+                outcome = "storage_error"
+                log.error("tool_storage_failed", error=str(exc), code=getattr(exc, "sqlite_errorname", None))
+                return _error(storage_message(name, exc, request_id))
             except Exception:
                 outcome = "internal_error"
                 log.exception("tool_failed")

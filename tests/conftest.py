@@ -46,3 +46,33 @@ async def charts(sim: Any) -> AsyncIterator[Any]:
             session, binance_rest_url=sim.url, yahoo_url="http://127.0.0.1:9", timeout_s=5, cache_ttl_s=0
         )
         yield ChartService(market, InlineRenderer(), external_sources=ExternalSources(session=None))
+
+
+# --- the log scan (tests/support/secret_scan.py) -------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.support.secret_scan import log_dir
+
+    log_dir()  # created now, so every daemon of the session writes into the same folder
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Scan every log line this session's daemons wrote; a secret found fails the run."""
+    from pathlib import Path
+
+    from tests.support.secret_scan import log_dir, scan
+
+    paths = sorted(log_dir().glob("*.log"))
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = factory.getbasetemp() if factory is not None else None
+    if basetemp is not None:
+        paths += sorted(Path(basetemp).rglob("*.log"))
+    files, lines, findings = scan(paths)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"log scan: {lines} lines in {files} log files, {len(findings)} secrets found")
+        for f in findings[:20]:
+            reporter.write_line(f"  SECRET IN LOG {f.path}:{f.line_no}: {f.excerpt}", red=True)
+    if findings:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -12,6 +12,7 @@ import aiohttp
 
 from brokers.simulator.app import start_simulator
 from tests.support.daemon_proc import clean_env
+from tests.support.secret_scan import daemon_log_file
 
 
 async def test_stdio_session_receives_alert_triggered_notifications(tmp_path: Path) -> None:
@@ -27,10 +28,11 @@ async def test_stdio_session_receives_alert_triggered_notifications(tmp_path: Pa
             "CHARTGEN_ENGINE_WINDOW_BARS": "100",
         }
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "daemon", "--mcp", "--trade", "--data-dir", str(tmp_path),
-        env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    with daemon_log_file("stdio") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "daemon", "--mcp", "--trade", "--data-dir", str(tmp_path),
+            env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+        )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
 

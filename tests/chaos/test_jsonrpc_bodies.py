@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.daemon_proc import clean_env
+from tests.support.secret_scan import daemon_log_file
 
 ALLOWED = {200, 202, 400, 401, 404, 406, 413, 429}
 
@@ -49,12 +50,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         .stdout.decode()
         .strip()
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "daemon", "--serve", "--port", "0", "--data-dir", str(data)],
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    with daemon_log_file("chaos") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon", "--serve", "--port", "0", "--data-dir", str(data)],
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
     assert proc.stdout is not None
     url = ""
     for _ in range(20):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -18,6 +19,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.support.secret_scan import daemon_log_file
 
 
 @dataclass
@@ -58,9 +61,10 @@ class DaemonProc:
 
 
 def _stderr_target() -> Any:
-    """Daemon logs: discarded, or appended to $CG_TEST_DAEMON_LOG when debugging a test."""
+    """Daemon logs: a file of the session's log folder (scanned for secrets at the end of the
+    session), or appended to $CG_TEST_DAEMON_LOG when debugging a test."""
     path = os.environ.get("CG_TEST_DAEMON_LOG")
-    return open(path, "ab") if path else asyncio.subprocess.DEVNULL
+    return open(path, "ab") if path else daemon_log_file()
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -70,10 +74,19 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 async def start_daemon(
-    args: Sequence[str], *, data_dir: Path, env: dict[str, str] | None = None, timeout_s: float = 60.0
+    args: Sequence[str],
+    *,
+    data_dir: Path,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 60.0,
+    stderr_pipe: bool = False,
 ) -> DaemonProc:
-    """Start ``python -m daemon ARGS --data-dir D --port 0`` and wait for its URL lines."""
-    log_target = _stderr_target()
+    """Start ``python -m daemon ARGS --data-dir D --port 0`` and wait for its URL lines.
+
+    ``stderr_pipe``: the log comes back on ``proc.stderr`` (for a test that reads it, or whose
+    daemon cannot write files); the test passes it on to ``LogTail``.
+    """
+    log_target = asyncio.subprocess.PIPE if stderr_pipe else _stderr_target()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -148,3 +161,41 @@ async def mcp_client(url: str, token: str | None, *, read_timeout_s: float = 60.
     async with http:
         async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=read_timeout_s) as c:
             yield c
+
+
+class LogTail:
+    """A daemon's piped stderr (``start_daemon(stderr_pipe=True)``): every line is copied to
+    the session's log folder (so the secret scan sees it) and kept, and a test can wait for a
+    log event instead of sleeping."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._file = daemon_log_file("piped")
+        self._changed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._read(stream))
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        try:
+            while line := await stream.readline():
+                self._file.write(line)
+                self._file.flush()
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict):
+                        self.events.append(event)
+                        self._changed.set()
+        finally:
+            self._file.close()
+
+    async def wait_for(self, event: str, *, since: int = 0, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The first log event named ``event`` at or after index ``since``."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                for e in self.events[since:]:
+                    if e.get("event") == event:
+                        return e
+                self._changed.clear()
+                await self._changed.wait()
+
+    def count(self, event: str) -> int:
+        return sum(1 for e in self.events if e.get("event") == event)
