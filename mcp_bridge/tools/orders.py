@@ -21,7 +21,9 @@ from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
 Operation = Callable[[OrderService, dict[str, Any]], Awaitable[Any]]
 
 
-def _handler(op: Operation) -> Handler:
+def _handler(op: Operation, what: str) -> Handler:
+    """``what`` names the operation in an exchange failure ("order failed: …", "balance failed: …")."""
+
     async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
         if services.orders is None:
             raise ToolError(ENGINE_NOT_RUNNING)
@@ -30,7 +32,7 @@ def _handler(op: Operation) -> Handler:
         except OrderInputError as exc:
             raise ToolError(str(exc), code=exc.code) from None
         except BrokerError as exc:
-            raise ToolError(f"order failed: {exc}", code=exc.code, data=exc.data) from None
+            raise ToolError(f"{what} failed: {exc}", code=exc.code, data=exc.data) from None
 
     return handler
 
@@ -66,9 +68,9 @@ async def _balance(svc: OrderService, args: dict[str, Any]) -> Any:
 
 
 ORDER_HANDLERS: dict[str, Handler] = {
-    "place_order": _handler(_place),
-    "cancel_order": _handler(_cancel),
-    "get_orders": _handler(_orders),
-    "get_positions": _handler(_positions),
-    "get_balance": _handler(_balance),
+    "place_order": _handler(_place, "order"),
+    "cancel_order": _handler(_cancel, "cancel"),
+    "get_orders": _handler(_orders, "orders lookup"),
+    "get_positions": _handler(_positions, "positions lookup"),
+    "get_balance": _handler(_balance, "balance lookup"),
 }
