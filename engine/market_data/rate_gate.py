@@ -60,7 +60,8 @@ class RateGate:
                 if self._used + weight <= self.budget:
                     self._used += weight  # reserve; corrected by the response header
                     return
-                wait = (minute + 1) * 60 - time.time() + 0.05
+                # never more than a minute, whatever the wall clock did since ``minute`` was read
+                wait = min(60.05, max(0.05, (minute + 1) * 60 - time.time() + 0.05))
                 if wait > max_wait_s:
                     raise RateLimited(
                         f"request-weight budget of {self.budget}/min used up; retry in {wait:.0f} s",

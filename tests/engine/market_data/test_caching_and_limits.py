@@ -72,3 +72,21 @@ def test_weight_header_is_tracked() -> None:
 def test_source_detection_follows_the_crypto_quote_rule(symbol: str, source: str) -> None:
     """Crypto pairs go to Binance, everything else to Yahoo."""
     assert detect_source(symbol) == source
+
+
+async def test_a_wall_clock_step_back_never_makes_the_weight_wait_longer_than_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The budget is per exchange minute (wall clock); an NTP step of an hour back between
+    reading the minute and computing the wait must not turn into an hour's wait."""
+    import engine.market_data.rate_gate as rate_gate
+
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(rate_gate.time, "time", lambda: now[0])
+    gate = RateGate(weight_limit=100, budget_fraction=1.0)
+    await gate.acquire(100, max_wait_s=0)
+    calls = iter([now[0], now[0] - 3600.0])  # the minute is read, then the clock steps back an hour
+    monkeypatch.setattr(rate_gate.time, "time", lambda: next(calls, now[0] - 3600.0))
+    with pytest.raises(RateLimited) as refused:
+        await gate.acquire(1, max_wait_s=0)
+    assert refused.value.retry_after_s <= 60.05
