@@ -35,7 +35,9 @@ test: $(STAMP) $(NODE_TOOLS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 chaos: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/chaos tests/alerts/test_crash_safety.py tests/brokers/test_order_crash_safety.py tests/daemon/test_sigterm_burst.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/chaos tests/alerts/test_crash_safety.py \
+		tests/brokers/test_order_crash_safety.py tests/brokers/test_binance_broker.py \
+		tests/engine/test_live_engine_sim.py tests/daemon/test_sigterm_burst.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -1,5 +1,6 @@
 """HTTP tool-call benchmarks: ``get_indicators`` from the engine cache with 32 concurrent clients, and
-the cost of the bearer check.
+the cost of the bearer check (a verified token is served from memory; see
+mcp_bridge/token_cache.py).
 
     python -m bench.http_tools
 
@@ -35,7 +36,7 @@ async def bench_get_indicators(clients: int = CLIENTS, per_client: int = CALLS_P
         daemon = await start_daemon(
             ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1h"],
             data_dir=Path(tmp),
-            env={"CHARTGEN_LOG_LEVEL": "warning"},
+            env={"CHARTGEN_LOG_LEVEL": "info"},  # as in production: one audit line per tool call
         )
         try:
             connector = aiohttp.TCPConnector(limit=clients)
@@ -78,8 +79,9 @@ async def bench_get_indicators(clients: int = CLIENTS, per_client: int = CALLS_P
     }
 
 
-async def bench_auth_check(n: int = 5000) -> float:
-    """Median time of one bearer check (token hash + primary-key probe through aiosqlite), in ms."""
+async def bench_auth_check(n: int = 5000) -> dict[str, float]:
+    """Median time of one bearer check, in ms: a token already verified (SHA-256, the cache and
+    its revocation-marker stat) and a first sight (plus the primary-key probe through aiosqlite)."""
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "bench.db")
         await db.migrate(ALL_MIGRATIONS)
@@ -89,13 +91,18 @@ async def bench_auth_check(n: int = 5000) -> float:
         token, _ = await tokens.create("bench")
         authenticate = token_authenticator(tokens)
         assert authenticate is not None
-        samples = []
+        hits, misses = [], []
         for _ in range(n):
             t0 = time.perf_counter()
             assert await authenticate(token) is not None
-            samples.append((time.perf_counter() - t0) * 1000)
+            hits.append((time.perf_counter() - t0) * 1000)
+        for _ in range(n // 5):
+            tokens.cache.clear()
+            t0 = time.perf_counter()
+            assert await authenticate(token) is not None
+            misses.append((time.perf_counter() - t0) * 1000)
         await db.close()
-    return statistics.median(samples)
+    return {"cached_ms": statistics.median(hits), "first_ms": statistics.median(misses)}
 
 
 def run() -> dict[str, Any]:
@@ -112,7 +119,9 @@ def print_table(r: dict[str, Any]) -> None:
     print(f"{'get_indicators over HTTP, 32 clients':<45} {g['calls_per_s']:>8.0f}/s  target ≥1000/s  {rate_ok}")
     print(f"{'  latency p50 / p99':<45} {g['p50_ms']:>5.1f} / {g['p99_ms']:.1f} ms  target p99 ≤20 ms  {p99_ok}")
     a = r["auth_check_ms"]
-    print(f"{'bearer check (median)':<45} {a:>8.3f} ms  target ≤0.2 ms  {'yes' if a <= 0.2 else 'NO'}")
+    ok = "yes" if a["cached_ms"] <= 0.2 else "NO"
+    print(f"{'bearer check, verified token (median)':<45} {a['cached_ms']:>8.3f} ms  target ≤0.2 ms  {ok}")
+    print(f"{'bearer check, first sight (median)':<45} {a['first_ms']:>8.3f} ms")
 
 
 if __name__ == "__main__":

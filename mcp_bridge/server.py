@@ -103,7 +103,7 @@ class ToolRouter:
             finally:
                 reset_principal(bound)
                 elapsed = time.perf_counter() - started
-                log.info("tool_call", outcome=outcome, duration_ms=round(elapsed * 1000, 2))
+                log.info("tool_call", principal=principal, outcome=outcome, duration_ms=round(elapsed * 1000, 2))
                 for observe in self.observers:
                     observe(name, outcome, elapsed)
 

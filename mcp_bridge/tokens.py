@@ -5,7 +5,8 @@ random bits, so a fast hash is safe).  Each token has an id (``tok_…``) and a 
 the identity alerts, notification queues and subscriptions are keyed by.  For a personal
 access token the principal is the token's own id; OAuth will give all tokens of one grant
 the same principal, so a refreshed token keeps its alerts.  Revocation and expiry take
-effect on the next request: lookups always read the database (a primary-key probe).
+effect on the next request: verified tokens are cached in memory, and every revocation drops
+that cache in every process through a marker file (:mod:`mcp_bridge.token_cache`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from config.database import Database, Migrations
+from mcp_bridge.token_cache import VerifiedTokenCache, signal_revocation
 
 TOKEN_PREFIX = "cg_pat_"
 STDIO_PRINCIPAL = "stdio"
@@ -90,6 +92,7 @@ class TokenStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.cache: VerifiedTokenCache[TokenInfo] = VerifiedTokenCache(db.path)
 
     async def create(
         self, name: str, *, kind: str = "pat", principal: str | None = None, ttl_s: float | None = None
@@ -116,11 +119,19 @@ class TokenStore:
         """The info of an active token, or None for an unknown, revoked or expired one."""
         if not token or len(token) > 512:
             return None
-        row = await self.db.fetchone("SELECT * FROM access_tokens WHERE token_hash = ?", (hash_token(token),))
+        digest = hash_token(token)
+        cached = self.cache.get(digest)
+        if cached is not None:
+            return cached if cached.active else None
+        seen = self.cache.snapshot()
+        row = await self.db.fetchone("SELECT * FROM access_tokens WHERE token_hash = ?", (digest,))
         if row is None:
             return None
         info = _info(row)
-        return info if info.active else None
+        if not info.active:
+            return None
+        self.cache.put(digest, info, seen)
+        return info
 
     async def list(self) -> list[TokenInfo]:
         rows = await self.db.fetchall("SELECT * FROM access_tokens ORDER BY created_at")
@@ -140,4 +151,5 @@ class TokenStore:
             await tx.executemany(
                 "UPDATE access_tokens SET revoked_at = ? WHERE id = ?", [(now, info.id) for info in rows]
             )
+        signal_revocation(self.db.path)
         return rows

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
+import orjson
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -41,6 +42,19 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+_PRETTY = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def pretty(obj: Any) -> str:
-    """Pretty JSON with sorted keys, byte-compatible with chartgen's serde output."""
-    return json.dumps(_clean(obj), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    """Pretty JSON with sorted keys, byte-compatible with chartgen's serde output.
+
+    orjson formats floats with the shortest round-trip digits as serde_json does, and small
+    exponents as serde_json does (``1.2e-8`` for a low-priced coin's MACD, where Python's json
+    writes ``1.2e-08``); it is also ~10× faster.  An integer beyond 64 bits (never in a
+    payload) falls back to the standard library.
+    """
+    cleaned = _clean(obj)
+    try:
+        return orjson.dumps(cleaned, option=_PRETTY).decode()
+    except TypeError:
+        return json.dumps(cleaned, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)

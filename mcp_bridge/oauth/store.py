@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.database import Database, Migrations
+from mcp_bridge.token_cache import signal_revocation
 from mcp_bridge.tokens import hash_token
 
 MIGRATIONS = Migrations(
@@ -222,6 +223,7 @@ class OAuthStore:
                 "UPDATE access_tokens SET revoked_at = ? WHERE kind = 'oauth' AND name = ? AND revoked_at IS NULL",
                 (now, client_id),
             )
+        signal_revocation(self.db.path)
 
     async def revoke_access(self, token: str) -> None:
         async with self.db.transaction() as tx:
@@ -229,6 +231,7 @@ class OAuthStore:
                 "UPDATE access_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL",
                 (time.time(), hash_token(token)),
             )
+        signal_revocation(self.db.path)
 
     # --- passphrase --------------------------------------------------------------------------
     async def passphrase_hash(self) -> str | None:

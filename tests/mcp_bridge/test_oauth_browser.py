@@ -91,6 +91,13 @@ def browser(binary: Path, driver: Path, profile: Path) -> webdriver.Chrome:
 
 def answer_consent(driver: webdriver.Chrome, authorize_url: str, callback_url: str) -> list[str]:
     """Drive the consent page; returns what the page said after the wrong passphrase and the final URL."""
+    try:
+        return _answer_consent(driver, authorize_url, callback_url)
+    except Exception as exc:
+        raise AssertionError(f"browser at {driver.current_url}:\n{driver.page_source[:3000]}") from exc
+
+
+def _answer_consent(driver: webdriver.Chrome, authorize_url: str, callback_url: str) -> list[str]:
     seen: list[str] = []
     wait = WebDriverWait(driver, 30)
     driver.get(authorize_url)
