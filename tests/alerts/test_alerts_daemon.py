@@ -12,19 +12,14 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
-    proc = await start_daemon(
-        ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"], data_dir=tmp_path
-    )
-    try:
-        await proc.wait_ready()
+    args = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
+    async with running_daemon(args, data_dir=tmp_path) as proc:
         yield proc
-    finally:
-        await proc.stop()
 
 
 async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> Any:

@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, mcp_client, running_daemon
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -34,14 +34,9 @@ INDICATORS = {"symbol": "BTCUSDT", "interval": "1m", "indicators": ["rsi"]}
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
-    proc = await start_daemon(
-        ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"], data_dir=tmp_path
-    )
-    try:
-        await proc.wait_ready()
+    args = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
+    async with running_daemon(args, data_dir=tmp_path) as proc:
         yield proc
-    finally:
-        await proc.stop()
 
 
 async def tool(client: Client, name: str, args: dict[str, Any] | None = None) -> Any:

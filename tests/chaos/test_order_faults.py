@@ -22,19 +22,15 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, mcp_client, running_daemon
 
 pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
-    proc = await start_daemon(["--serve", "--trade", "--sim", "-s", "BTCUSDT", "-i", "1m"], data_dir=tmp_path)
-    try:
-        await proc.wait_ready()
+    async with running_daemon(["--serve", "--trade", "--sim", "-s", "BTCUSDT", "-i", "1m"], data_dir=tmp_path) as proc:
         yield proc
-    finally:
-        await proc.stop()
 
 
 async def tool(client: Client, name: str, args: dict[str, Any] | None = None) -> tuple[bool, Any]:

@@ -24,21 +24,13 @@ from hypothesis import strategies as st
 from mcp_bridge.tool_specs import TOOLS
 from tests.support.daemon_proc import clean_env
 from tests.support.secret_scan import daemon_log_file
+from tests.support.strategies import json_scalars as shared_json_scalars
+from tests.support.strategies import json_values as shared_json_values
 
 pytestmark = pytest.mark.timeout(600)
 
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=30),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=10,
-)
+json_scalars = shared_json_scalars(finite=True)
+json_values = shared_json_values(finite=True)
 symbols = st.one_of(
     st.sampled_from(["BTCUSDT", "ETHUSDT", "SOLUSDT"]),
     st.sampled_from(["btcusdt", "BTC/USDT", "NOPEUSDT", "", "AAPL", "x" * 300]),

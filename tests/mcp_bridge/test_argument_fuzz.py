@@ -12,21 +12,13 @@ from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
+from tests.support.strategies import json_scalars as shared_json_scalars
+from tests.support.strategies import json_values as shared_json_values
 
 ROUTER = ToolRouter(Services(charts=ChartService(None, InlineRenderer()), max_bars=300))
 
-json_scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=20),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=12,
-)
+json_scalars = shared_json_scalars(finite=False)
+json_values = shared_json_values(finite=False)
 indicator_items = st.one_of(
     st.sampled_from(["rsi", "macd", "bb", "cipher_b", "supertrend", "vp", "nope", ""]),
     st.fixed_dictionaries(

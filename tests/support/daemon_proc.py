@@ -127,6 +127,19 @@ async def start_daemon(
     return found
 
 
+@contextlib.asynccontextmanager
+async def running_daemon(
+    args: Sequence[str], *, data_dir: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[DaemonProc]:
+    """A started daemon, ready (``/readyz`` 200), stopped with SIGTERM on exit."""
+    proc = await start_daemon(args, data_dir=data_dir, env=env)
+    try:
+        await proc.wait_ready()
+        yield proc
+    finally:
+        await proc.stop()
+
+
 async def _drain(stream: asyncio.StreamReader) -> None:
     with contextlib.suppress(Exception):
         while await stream.readline():
