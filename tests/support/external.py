@@ -27,8 +27,8 @@ def required(what: str, found: Path | None, how: str) -> Path:
 def chromium() -> tuple[Path, Path]:
     """(chromium, chromedriver) from Debian's packages."""
     how = "apt-get install chromium chromium-driver; .ci/run does this"
-    browser = required("Chromium", _which("chromium"), how)
-    driver = required("ChromeDriver", _which("chromedriver"), how)
+    browser = required("Chromium", which("chromium"), how)
+    driver = required("ChromeDriver", which("chromedriver"), how)
     return browser, driver
 
 
@@ -43,6 +43,6 @@ def node_tool(name: str) -> tuple[Path, Path]:
     return node, required(f"npm package for {name}", entry, how)
 
 
-def _which(name: str) -> Path | None:
+def which(name: str) -> Path | None:
     path = shutil.which(name)
     return Path(path) if path else None
