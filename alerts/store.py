@@ -127,6 +127,25 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]
         yield items[i : i + size]
 
 
+_INSERT_ALERT = (
+    "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _alert_row(alert: Alert) -> tuple[Any, ...]:
+    return (
+        alert.id,
+        alert.principal,
+        alert.symbol,
+        alert.interval,
+        alert.kind,
+        alert.model_dump_json(),
+        alert.created_at,
+        alert.expires_at,
+    )
+
+
 class AlertStore:
     """Persistence of alerts, notifications and push queues (one database, owned tables)."""
 
@@ -137,20 +156,7 @@ class AlertStore:
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
         async with self.db.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    alert.id,
-                    alert.principal,
-                    alert.symbol,
-                    alert.interval,
-                    alert.kind,
-                    alert.model_dump_json(),
-                    alert.created_at,
-                    alert.expires_at,
-                ),
-            )
+            await tx.execute(_INSERT_ALERT, _alert_row(alert))
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts; one transaction, one hop.
@@ -158,26 +164,13 @@ class AlertStore:
         Counting and inserting in the same transaction means concurrent calls can never
         take an owner past the cap.  Returns False (nothing written) when at the cap.
         """
-        row = (
-            alert.id,
-            alert.principal,
-            alert.symbol,
-            alert.interval,
-            alert.kind,
-            alert.model_dump_json(),
-            alert.created_at,
-            alert.expires_at,
-        )
+        row = _alert_row(alert)
 
         def insert(conn: sqlite3.Connection) -> bool:
             (n,) = conn.execute("SELECT COUNT(*) FROM alerts WHERE principal = ?", (alert.principal,)).fetchone()
             if n >= max_per_principal:
                 return False
-            conn.execute(
-                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+            conn.execute(_INSERT_ALERT, row)
             return True
 
         return await self.db.run_transaction(insert)
@@ -185,14 +178,7 @@ class AlertStore:
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one transaction."""
         async with self.db.transaction() as tx:
-            await tx.executemany(
-                "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (a.id, a.principal, a.symbol, a.interval, a.kind, a.model_dump_json(), a.created_at, a.expires_at)
-                    for a in alerts
-                ],
-            )
+            await tx.executemany(_INSERT_ALERT, [_alert_row(a) for a in alerts])
 
     async def active_batches(self, size: int = 10_000) -> AsyncIterator[list[Alert]]:
         """Every active alert, ``size`` at a time (start-up indexing without holding all records at once)."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
+from typing import Any
 
 import aiohttp
 import structlog
@@ -18,6 +19,7 @@ from brokers.filters import SymbolRules
 from brokers.models import BrokerError
 from brokers.order_store import OrderStore
 from brokers.paper import PaperBroker
+from brokers.protocol import Broker
 from brokers.service import OrderService, SafetyLimits
 from config import Settings
 from config.database import Database
@@ -78,6 +80,30 @@ async def feed_paper_ticks(engine: LiveEngine, broker: PaperBroker) -> None:
                 await broker.on_price(event.symbol, Decimal(str(event.price)))
     finally:
         sub.close()
+
+
+def _exchange_service(
+    settings: Settings,
+    broker: Broker,
+    db: Database,
+    engine: LiveEngine,
+    trades_log: TradesLog,
+    limits: SafetyLimits,
+) -> OrderService:
+    """The order service over an exchange broker (Binance or ccxt)."""
+    service = OrderService(broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits)
+    service.unresolved_grace_s = settings.order_unresolved_grace_s
+    return service
+
+
+async def _first_reconcile(service: OrderService, before: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Reconcile at start-up; an unreachable exchange leaves the daemon up, degraded (see /readyz)."""
+    try:
+        if before is not None:
+            await before()
+        await service.reconcile()
+    except BrokerError as exc:
+        log.error("broker_start_degraded", broker=service.broker.name, error=str(exc))
 
 
 class BrokerChoiceError(ValueError):
@@ -187,15 +213,8 @@ async def _binance_orders(
     assert keys is not None
     broker = BinanceBroker(api_key=keys[0], api_secret=keys[1], rest_url=settings.binance_rest_url)
     try:
-        service = OrderService(
-            broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits
-        )
-        service.unresolved_grace_s = settings.order_unresolved_grace_s
-        try:
-            await broker.sync_time()
-            await service.reconcile()
-        except BrokerError as exc:
-            log.error("broker_start_degraded", broker=broker.name, error=str(exc))
+        service = _exchange_service(settings, broker, db, engine, trades_log, limits)
+        await _first_reconcile(service, before=broker.sync_time)
         stream = UserStream(
             session,
             settings.binance_ws_api_url,
@@ -244,14 +263,8 @@ async def _ccxt_orders(
         ) from exc
     broker = CcxtBroker(exchange)
     try:
-        service = OrderService(
-            broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits
-        )
-        service.unresolved_grace_s = settings.order_unresolved_grace_s
-        try:
-            await service.reconcile()
-        except BrokerError as exc:
-            log.error("broker_start_degraded", broker=broker.name, error=str(exc))
+        service = _exchange_service(settings, broker, db, engine, trades_log, limits)
+        await _first_reconcile(service)
         supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
         log.info("broker_ready", broker=broker.name, sandbox=not settings.live and urls is None)
         yield service
