@@ -47,6 +47,13 @@ class Settings(BaseSettings):
     """TCP port of the HTTP server (0 picks a free one)."""
     base_url: str | None = None
     """Public URL of this server as clients see it (OAuth metadata). Env: CHARTGEN_BASE_URL."""
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Addresses (IPs or CIDR networks) of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed.
+    Empty (default): forwarded headers are ignored and the TCP peer is the client. Behind the README's nginx: ["127.0.0.1"]."""
+    metrics_require_token: bool = False
+    """Require a valid bearer token for /metrics even from a direct loopback connection (set it behind a proxy)."""
+    max_unauthenticated_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """Largest request body read before the bearer token is checked (unauthenticated requests)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Minimum log level."""
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -73,6 +80,8 @@ class Settings(BaseSettings):
     # --- charts ------------------------------------------------------------------------
     render_workers: int = Field(default=1, ge=1, le=8)
     """Processes that render PNG charts (rendering never runs on the event loop)."""
+    max_renders_per_principal: int = Field(default=2, ge=1, le=64)
+    """Charts (PNG or series payloads) one client may have in progress at once; the rest wait their turn."""
     max_bars: int = Field(default=5000, ge=10, le=50000)
     """Largest `bars` a chart or indicator request may ask for."""
     summary_signals: int = Field(default=20, ge=1, le=1000)
@@ -130,6 +139,8 @@ class Settings(BaseSettings):
     """Notifications kept per client for get_notifications (oldest dropped)."""
     sse_keepalive_s: float = Field(default=30.0, gt=0, le=3600)
     """Interval of ': keepalive' comments on idle notification streams."""
+    max_streams_per_principal: int = Field(default=8, ge=1, le=1000)
+    """Open notification streams (GET /mcp, /sse) one token may hold; a new one past it closes the oldest."""
 
     # --- OAuth (remote clients such as Claude.ai connectors) -------------------------------
     oauth_enabled: bool = True
@@ -179,10 +190,22 @@ class Settings(BaseSettings):
     def _split_symbols(cls, v: Any) -> Any:
         return _split_list(v, upper=True)
 
-    @field_validator("oauth_redirect_hosts", mode="before")
+    @field_validator("oauth_redirect_hosts", "trusted_proxies", mode="before")
     @classmethod
     def _split_hosts(cls, v: Any) -> Any:
         return _split_list(v, upper=False)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_proxies(cls, v: list[str]) -> list[str]:
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {item!r} is not an IP address or network; use e.g. 127.0.0.1 or 10.0.0.0/8"
+                ) from None
+        return v
 
     @field_validator("trading_allowed_symbols", mode="before")
     @classmethod
