@@ -48,8 +48,9 @@ class Settings(BaseSettings):
     base_url: str | None = None
     """Public URL of this server as clients see it (OAuth metadata). Env: CHARTGEN_BASE_URL."""
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Addresses (IPs or CIDR networks) of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed.
-    Empty (default): forwarded headers are ignored and the TCP peer is the client. Behind the README's nginx: ["127.0.0.1"]."""
+    """Addresses (IPs or CIDR networks) of reverse proxies whose X-Forwarded-For / -Proto are believed.
+    Empty (default): forwarded headers are ignored and the TCP peer is the client.
+    Behind the README's nginx on the same host: ["127.0.0.1"]."""
     metrics_require_token: bool = False
     """Require a valid bearer token for /metrics even from a direct loopback connection (set it behind a proxy)."""
     max_unauthenticated_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)

@@ -23,6 +23,7 @@ from engine.indicators.params import IndicatorError
 from engine.indicators.registry import parse_requests
 from engine.market_data.errors import MarketDataError
 from mcp_bridge.http_app import build_http_app
+from mcp_bridge.identity import Caller
 from mcp_bridge.server import build_server
 from mcp_bridge.stdio import serve_stdio
 from mcp_bridge.tokens import TokenError, TokenStore
@@ -204,9 +205,9 @@ def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-d
     if tokens is None:
         return None
 
-    async def authenticate(token: str) -> str | None:
+    async def authenticate(token: str) -> Caller | None:
         info = await tokens.verify(token)
-        return None if info is None else info.principal
+        return None if info is None else Caller(info.principal, info.scopes)
 
     return authenticate
 

@@ -33,7 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from alerts.push import PushHub
 from alerts.store import AlertStore
-from mcp_bridge.identity import SCOPE_KEY
+from mcp_bridge.identity import SCOPE_KEY, SCOPES_KEY, Caller
 from mcp_bridge.push_sse import serve_push_stream
 from mcp_bridge.rate_limit import IpLimiter
 from mcp_bridge.server import SERVER_VERSION
@@ -108,11 +108,11 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-Authenticate = Callable[[str], Awaitable["str | None"]]
-"""Bearer token → principal (None for an unknown, revoked or expired token)."""
+Authenticate = Callable[[str], Awaitable["Caller | None"]]
+"""Bearer token → the caller (None for an unknown, revoked or expired token)."""
 
-Direct = Callable[[Any, "str | None", str], Awaitable["dict[str, Any] | None"]]
-"""(session-less message, principal, protocol version) → its answer, or None to hand it to the SDK."""
+Direct = Callable[[Any, "Caller | None", str], Awaitable["dict[str, Any] | None"]]
+"""(session-less message, caller, protocol version) → its answer, or None to hand it to the SDK."""
 
 OPEN_METHODS = frozenset({"initialize", "tools/list"})
 """Methods chartgen serves without a bearer token (contract §1.4)."""
@@ -172,8 +172,8 @@ class McpEndpoint:
         self.push_store = push_store
         self.keepalive_s = keepalive_s
 
-    async def _principal(self, request: Request) -> tuple[str | None, str | None]:
-        """(principal, None) for a valid token; (None, reason) for a missing or bad one.
+    async def _principal(self, request: Request) -> tuple[Caller | None, str | None]:
+        """(caller, None) for a valid token; (None, reason) for a missing or bad one.
 
         Failed bearer attempts count per client IP; past the limit every attempt from that
         IP is refused unchecked until the window has passed (reason starts with "Too many").
@@ -185,16 +185,19 @@ class McpEndpoint:
         wait = self.bearer_failures.retry_after(ip)
         if wait is not None:
             return None, f"Too many failed authentication attempts; retry in {wait:.0f} s"
-        principal = await self.authenticate(token) if token and self.authenticate is not None else None
-        if principal is None:
+        caller = await self.authenticate(token) if token and self.authenticate is not None else None
+        if caller is None:
             self.bearer_failures.record(ip)
             return None, "Invalid or expired token"
-        return principal, None
+        return caller, None
 
     async def _get_stream(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
         session_id = request.headers.get("mcp-session-id")
-        principal, problem = await self._principal(request) if self.authenticate is not None else ("anonymous", None)
-        if principal is None:
+        if self.authenticate is not None:
+            caller, problem = await self._principal(request)
+        else:
+            caller, problem = Caller("anonymous", frozenset()), None
+        if caller is None:
             resp = Response(
                 problem or "Invalid or expired token",
                 status_code=_status_for(problem),
@@ -207,7 +210,7 @@ class McpEndpoint:
             scope,
             receive,
             send,
-            principal=principal,
+            principal=caller.principal,
             hub=self.push_hub,
             store=self.push_store,
             session_id=session_id,
@@ -245,8 +248,8 @@ class McpEndpoint:
         if self.authenticate is not None:
             needs_auth = any(m not in OPEN_METHODS for m in _methods(message))
             if needs_auth or request.headers.get("authorization") is not None:
-                principal, problem = await self._principal(request)
-                if principal is None:
+                caller, problem = await self._principal(request)
+                if caller is None:
                     resp = _rpc_error(
                         _status_for(problem),
                         -32000,
@@ -257,11 +260,13 @@ class McpEndpoint:
                     resp.headers["www-authenticate"] = self.www_authenticate
                     await resp(scope, receive, send)
                     return
-                scope = {**scope, SCOPE_KEY: principal}
+                scope = {**scope, SCOPE_KEY: caller.principal, SCOPES_KEY: caller.scopes}
         is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
         if session_id is None and not is_initialize and self.direct is not None:
             version = request.headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
-            answer = await self.direct(message, scope.get(SCOPE_KEY), version)
+            principal = scope.get(SCOPE_KEY)
+            direct_caller = Caller(principal, scope[SCOPES_KEY]) if isinstance(principal, str) else None
+            answer = await self.direct(message, direct_caller, version)
             if answer is not None:
                 await Response(orjson.dumps(answer), media_type="application/json")(scope, receive, send)
                 return

@@ -9,11 +9,23 @@ one client with the fixed principal ``stdio``.  Tool handlers read it with
 from __future__ import annotations
 
 import contextvars
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_bridge.tokens import STDIO_PRINCIPAL
 
 SCOPE_KEY = "chartgen.principal"
+SCOPES_KEY = "chartgen.scopes"
+"""ASGI scope key of the authenticated caller's scopes (a frozenset of scope names)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated HTTP caller: the principal it acts for and the scopes its token carries."""
+
+    principal: str
+    scopes: frozenset[str]
+
 
 _principal: contextvars.ContextVar[str | None] = contextvars.ContextVar("chartgen_principal", default=None)
 

@@ -22,7 +22,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_bridge.errors import ToolError
-from mcp_bridge.identity import bind_principal, principal_of, reset_principal
+from mcp_bridge.identity import Caller, bind_principal, principal_of, reset_principal
 from mcp_bridge.prompts import PROMPTS, get_prompt
 from mcp_bridge.session_push import SessionPush
 from mcp_bridge.tokens import STDIO_PRINCIPAL
@@ -107,7 +107,7 @@ class ToolRouter:
                 for observe in self.observers:
                     observe(name, outcome, elapsed)
 
-    async def direct(self, message: Any, principal: str | None, version: str) -> dict[str, Any] | None:
+    async def direct(self, message: Any, caller: Caller | None, version: str) -> dict[str, Any] | None:
         """Answer a session-less ``tools/call`` without an SDK session; None: let the SDK answer it.
 
         chartgen's clients send bare ``tools/call`` requests without initializing; the SDK's
@@ -129,7 +129,7 @@ class ToolRouter:
         name, args = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str) or name not in self.handlers or not isinstance(args, dict):
             return None
-        result = await self.call(name, args, principal)
+        result = await self.call(name, args, caller.principal if caller is not None else None)
         raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return {"jsonrpc": "2.0", "id": req_id, "result": serialize_server_result("tools/call", version, raw)}
 

@@ -61,6 +61,11 @@ class TokenInfo:
     last_used_at: float | None
 
     @property
+    def scopes(self) -> frozenset[str]:
+        """The scopes this token grants (placeholder until tokens store their scopes)."""
+        return frozenset({"charts", "alerts", "trade"})
+
+    @property
     def active(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > time.time())
 

@@ -6,6 +6,7 @@ and exports an ``IndicatorDef``; this module only assembles them.
 
 from __future__ import annotations
 
+from engine.indicators.base import IndicatorDef
 from engine.indicators.external.fear_greed import FEAR_GREED
 from engine.indicators.external.funding import FUNDING
 from engine.indicators.external.long_short import LONG_SHORT
@@ -32,8 +33,6 @@ from engine.indicators.profiles.naked_poc import NAKED_POC
 from engine.indicators.profiles.session_vp import SESSION_VP
 from engine.indicators.profiles.tpo import TPO
 from engine.indicators.profiles.volume_profile import VOLUME_PROFILE
-
-from engine.indicators.base import IndicatorDef
 
 CATALOG: tuple[IndicatorDef, ...] = (
     # overlays

@@ -13,6 +13,7 @@ from mcp.server.lowlevel import Server
 from starlette.testclient import TestClient
 
 from mcp_bridge.http_app import build_http_app
+from mcp_bridge.identity import Caller
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
 
 
@@ -56,8 +57,8 @@ async def test_metrics_report_tools_engine_alerts_and_queues(daemon: DaemonProc)
 
 
 def test_remote_scrapers_need_a_valid_bearer() -> None:
-    async def authenticate(token: str) -> str | None:
-        return "ops" if token == "good" else None
+    async def authenticate(token: str) -> Caller | None:
+        return Caller("ops", frozenset({"charts"})) if token == "good" else None
 
     async def metrics() -> bytes:
         return b"chartgen_up 1\n"
