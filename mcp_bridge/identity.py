@@ -53,3 +53,22 @@ def bind_principal(principal: str | None) -> contextvars.Token[str | None]:
 
 def reset_principal(token: contextvars.Token[str | None]) -> None:
     _principal.reset(token)
+
+
+ALL_SCOPES = frozenset({"charts", "alerts", "trade", "admin"})
+"""Every scope a token can carry (stdio's one local client holds them all)."""
+
+_scopes: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("chartgen_scopes", default=ALL_SCOPES)
+
+
+def current_scopes() -> frozenset[str]:
+    """The scopes of the tool call being served (the server binds them around each call)."""
+    return _scopes.get()
+
+
+def bind_scopes(scopes: frozenset[str]) -> contextvars.Token[frozenset[str]]:
+    return _scopes.set(scopes)
+
+
+def reset_scopes(token: contextvars.Token[frozenset[str]]) -> None:
+    _scopes.reset(token)
