@@ -94,3 +94,17 @@ async def bench_ping_while_rendering(charts: int = 10, ping_interval_s: float = 
         },
         "ten_charts_wall_s": total,
     }
+
+
+def main() -> None:
+    """`python -m bench.charts`: the chart rows of the README's benchmark table."""
+    latency = asyncio.run(bench_tool_latency())
+    ping = asyncio.run(bench_ping_while_rendering())
+    for fmt in ("png", "summary"):
+        row = latency[f"generate_chart_{fmt}_ms"]
+        print(f"generate_chart {fmt}: median {row['median']:.1f} ms, p95 {row['p95']:.1f} ms")
+    print(f"ping while 10 charts render: p99 {ping['ping_while_rendering_ms']['p99']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

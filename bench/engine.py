@@ -257,3 +257,17 @@ async def run_all() -> dict[str, Any]:
         "warm_up_100x1000_s": await bench_warm_up(),
         "closed_bar_storm": await bench_closed_bar_storm(),
     }
+
+
+def main() -> None:
+    """`python -m bench.engine`: ingest, warm-up, closed-bar storm and engine RSS rows."""
+    r = asyncio.run(run_all())
+    print(f"ingest: {r['ingest_msgs_per_s']:,.0f} msgs/s (python-binance {r['ingest_python_binance_msgs_per_s']:,.0f})")
+    print(f"warm-up 100 symbols x 1000 bars: {r['warm_up_100x1000_s']:.2f} s")
+    storm = r["closed_bar_storm"]
+    print(f"closed-bar storm, 1000 symbols: p50 {storm['p50_s']:.3f} s, p99 {storm['p99_s']:.3f} s")
+    print(f"RSS 1000 symbols x 2 intervals x 1000 bars: {bench_memory():.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -52,3 +52,15 @@ def bench_engine_set(n: int = 1000) -> dict[str, float]:
 
     per = {r.key: _best_of(lambda r=r: r.definition.compute(bars, r.params, ctx), number=50) for r in reqs}
     return {"total_ms": _best_of(run, number=50), **{f"{k}_ms": v for k, v in per.items()}}
+
+
+def main() -> None:
+    """`python -m bench.indicators`: the indicator rows of the README's benchmark table."""
+    engine_set = bench_engine_set(1000)
+    print(f"cipher_b + macd + rsi on 1000 bars: {engine_set['total_ms']:.3f} ms")
+    for name, ms in sorted(bench_all_indicators(5000).items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  {name:<16} {ms:8.3f} ms on 5000 bars")
+
+
+if __name__ == "__main__":
+    main()
