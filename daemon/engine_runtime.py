@@ -15,6 +15,7 @@ from config import Settings
 from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamSettings
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
+from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S
 from engine.feed.protocol import MarketFeed, StreamSink
 from engine.indicators.registry import parse_requests
 from engine.live import EngineConfig, LiveEngine
@@ -23,7 +24,11 @@ from engine.market_data.rate_gate import RateGate
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    """The engine's tuning from the settings (defaults where a field is absent)."""
+    """The engine's tuning from the settings (defaults where a field is absent).
+
+    After the exchange refuses this location or IP (HTTP 451/403) streams and warm-ups wait
+    minutes: 5, or ``engine_reconnect_max_s`` if that is longer.
+    """
     return EngineConfig(
         window_bars=settings.engine_window_bars,
         backfill_concurrency=settings.engine_backfill_concurrency,
@@ -34,6 +39,7 @@ def engine_config(settings: Settings) -> EngineConfig:
             rotate_after_s=settings.engine_rotate_after_s,
             backoff_initial_s=settings.engine_reconnect_initial_s,
             backoff_max_s=settings.engine_reconnect_max_s,
+            refused_backoff_s=max(DEFAULT_REFUSED_BACKOFF_S, settings.engine_reconnect_max_s),
         ),
     )
 

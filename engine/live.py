@@ -24,6 +24,7 @@ from engine.charts.summary import indicator_summary
 from engine.events import EventBus, Subscription
 from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamManager, StreamSettings
+from engine.feed.health import LastError
 from engine.feed.protocol import MarketFeed, StreamSink, SymbolCatalogue
 from engine.feed.sync import Key, WindowState, WindowSync, window_key
 from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
@@ -79,6 +80,7 @@ class LiveEngine:
             rest_max_wait_s=self.config.rest_max_wait_s,
             backfill_concurrency=self.config.backfill_concurrency,
             retry_initial_s=self.config.retry_initial_s,
+            refused_retry_s=self.config.streams.refused_backoff_s,
         )
         self.streams: MarketFeed = (
             feed(self.sync)
@@ -230,17 +232,45 @@ class LiveEngine:
         return self.bus.subscribe(kinds, symbols=symbols, maxsize=maxsize)
 
     # --- health ----------------------------------------------------------------------
+    def _errors(self, st: WindowState) -> tuple[LastError | None, LastError | None]:
+        """(stream error, backfill error) of a window: why it is not live or not filled, if known."""
+        stream = None if st.live_since is not None else self.streams.stream_error(st.stream)
+        return stream, self.sync.scheduler.errors.get(st.key)
+
+    def _reason(self, st: WindowState) -> str | None:
+        """Why one window is not ready, naming the last errors (None when it is ready)."""
+        stream_err, backfill_err = self._errors(st)
+        parts: list[str] = []
+        if backfill_err is not None:
+            parts.append(f"{'backfill' if st.warm else 'warm-up'} failed: {backfill_err.message}")
+        if st.live_since is None:
+            down = "stream not connected" if stream_err is None else f"stream: {stream_err.message}"
+            parts.append(down)
+        elif not parts and not st.warm:
+            parts.append("warming up")
+        elif not parts and not st.synced:
+            parts.append("backfilling after reconnect")
+        if not parts:
+            return None
+        refused = next((e for e in (backfill_err, stream_err) if e is not None and e.refused), None)
+        advice = "" if refused is None else refused.advice()
+        return f"{st.key[0]} {st.key[1]}: {'; '.join(parts)}{advice}"
+
     def readiness(self) -> tuple[bool, list[str]]:
-        """(ready, reasons): ready when every followed market is live, warm and in sync."""
+        """(ready, reasons): ready when every followed market is live, warm and in sync.
+
+        A reason names the market, what is missing and the last error of its warm-up or
+        backfill and of its stream connection (HTTP status, the exchange's message), e.g.
+        ``BTCUSDT 1h: warm-up failed: HTTP 451 from api.binance.com: Service unavailable from a
+        restricted location …; stream: HTTP 451 on websocket handshake to stream.binance.com:9443
+        — the exchange refuses this location or IP address: …``.  Errors clear on recovery.
+        """
         reasons: list[str] = []
-        for key, st in self.sync.windows.items():
-            name = f"{key[0]} {key[1]}"
-            if st.live_since is None:
-                reasons.append(f"{name}: stream not connected")
-            elif not st.warm:
-                reasons.append(f"{name}: warming up")
-            elif not st.synced:
-                reasons.append(f"{name}: backfilling after reconnect")
+        for st in self.sync.windows.values():
+            if st.live_since is None or not st.warm or not st.synced:
+                reason = self._reason(st)
+                if reason is not None:
+                    reasons.append(reason)
         if not self._running:
             reasons.insert(0, "engine not running")
         return not reasons, reasons
@@ -261,8 +291,11 @@ class LiveEngine:
                     "warm": st.warm,
                     "gaps": st.gaps,
                     "backfills": st.backfills,
+                    "stream_error": None if stream_err is None else stream_err.as_dict(),
+                    "backfill_error": None if backfill_err is None else backfill_err.as_dict(),
                 }
                 for key, st in self.sync.windows.items()
+                for stream_err, backfill_err in [self._errors(st)]
             ],
             "connections": self.streams.status(),
             "backfill_pending": self.sync.scheduler.pending(),

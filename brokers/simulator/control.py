@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from brokers.simulator.faults import HttpErrorFault, OrderFault
+from brokers.simulator.faults import HttpErrorFault, OrderFault, StreamRefusal
 from brokers.simulator.rest import EXCHANGE_KEY, json_response
 
 
@@ -81,6 +81,16 @@ async def post_faults(request: web.Request) -> web.Response:
             return _bad('http_error needs {"status":429,"retry_after":2,"count":3}')
         ex.faults.http_errors.append(fault)
         done["http_error"] = spec
+    if "refuse_streams" in body:
+        spec = body["refuse_streams"]
+        if spec is None or spec is False:
+            ex.faults.refuse_streams = None
+        else:
+            status = spec.get("status", 451) if isinstance(spec, dict) else None
+            if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+                return _bad('refuse_streams needs {"status":451} (a 4xx/5xx status), or null to stop refusing')
+            ex.faults.refuse_streams = StreamRefusal(status)
+        done["refuse_streams"] = spec
     if "stall_streams_s" in body:
         seconds = _positive(body["stall_streams_s"]) or 0.0
         ex.faults.stall(seconds)

@@ -1,7 +1,9 @@
 """The websocket endpoints: ``/ws``, ``/ws/<stream>`` and ``/stream?streams=a/b``.
 
 Handles Binance's live methods SUBSCRIBE, UNSUBSCRIBE and LIST_SUBSCRIPTIONS with their
-acknowledgements and error answers.
+acknowledgements and error answers.  While the ``refuse_streams`` fault is set, every
+handshake (and any plain GET of these paths) is answered with its HTTP status and Binance's
+body, as Binance does for a region it refuses.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def _handle_method(ex: SimExchange, conn: StreamConnection, msg: Any) -> dict[st
 
 async def _serve(request: web.Request, names: list[str], combined: bool) -> web.StreamResponse:
     ex = request.app[EXCHANGE_KEY]
+    refusal = ex.faults.refuse_streams
+    if refusal is not None:
+        return web.json_response(refusal.body(), status=refusal.status)
     bad = [n for n in names if not _valid_stream(ex, n)]
     if bad or len(names) > MAX_STREAMS_PER_CONNECTION:
         return web.json_response({"code": -1121, "msg": f"Invalid stream: {bad[0] if bad else 'too many'}"}, status=400)

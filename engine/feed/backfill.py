@@ -5,12 +5,16 @@ read *after* the stream was (re)connected: anything that closes later is deliver
 live stream, so nothing falls between the two sources and no open candle is stored.
 Requests go through the shared :class:`~engine.market_data.rate_gate.RateGate`, so the
 weight budget and Retry-After bans hold for every caller; failures are retried with
-backoff until the job succeeds or the window is no longer followed.
+backoff until the job succeeds or the window is no longer followed.  The last failure of
+each key is kept (:attr:`BackfillScheduler.errors`) until the key's job succeeds; after an
+HTTP 451/403 refusal the retry waits minutes, unless the key is requested again meanwhile
+(its stream reconnected), which retries at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S, REFUSED_HINT, LastError, from_exception, retry_delay
 from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
 from engine.market_data.errors import MarketDataError, RateLimited
 from engine.market_data.intervals import interval_seconds, to_binance
@@ -149,7 +154,8 @@ async def fetch_closed(
     return ClosedKlines(times, values, contiguous=after is None)
 
 
-SyncJob = Callable[[Hashable], Awaitable[None]]
+SyncJob = Callable[[Hashable], Awaitable[bool | None]]
+"""A key's job; it returns False when it had nothing to do yet (the key's last error then stays)."""
 
 
 class BackfillScheduler:
@@ -166,6 +172,7 @@ class BackfillScheduler:
         concurrency: int = 8,
         retry_initial_s: float = 1.0,
         retry_max_s: float = 60.0,
+        refused_retry_s: float = DEFAULT_REFUSED_BACKOFF_S,
         rng: random.Random | None = None,
     ) -> None:
         if concurrency < 1:
@@ -174,7 +181,11 @@ class BackfillScheduler:
         self._concurrency = concurrency
         self._retry_initial_s = retry_initial_s
         self._retry_max_s = retry_max_s
+        self._refused_retry_s = refused_retry_s
         self._rng = rng or random.Random()
+        self.errors: dict[Hashable, LastError] = {}
+        """The last failure of each key whose job has not succeeded since."""
+        self._waiting: dict[Hashable, asyncio.Event] = {}
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._queued: set[Hashable] = set()
         self._running: set[Hashable] = set()
@@ -187,6 +198,9 @@ class BackfillScheduler:
         self._cancelled.discard(key)
         if key in self._running:
             self._again.add(key)
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                waiting.set()  # asked again while waiting to retry: retry now
         elif key not in self._queued:
             self._queued.add(key)
             self._queue.put_nowait(key)
@@ -195,6 +209,10 @@ class BackfillScheduler:
         """Forget ``key`` (it is no longer followed); a running job finishes its current attempt."""
         self._cancelled.add(key)
         self._again.discard(key)
+        self.errors.pop(key, None)
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            waiting.set()
 
     def pending(self) -> int:
         return len(self._queued) + len(self._running)
@@ -224,19 +242,53 @@ class BackfillScheduler:
         attempt = 0
         while key not in self._cancelled:
             try:
-                await self._job(key)
+                if await self._job(key) is not False:
+                    self.errors.pop(key, None)
                 self.completed += 1
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.failures += 1
-                delay = min(self._retry_max_s, self._retry_initial_s * (2**attempt)) * self._rng.uniform(0.5, 1.0)
+                error = from_exception(exc)
+                delay = retry_delay(
+                    attempt,
+                    initial_s=self._retry_initial_s,
+                    max_s=self._retry_max_s,
+                    rng=self._rng,
+                    refused=error.refused,
+                    refused_s=self._refused_retry_s,
+                )
                 if isinstance(exc, RateLimited):
                     delay = max(delay, exc.retry_after_s)
                 attempt = min(attempt + 1, 30)
-                if isinstance(exc, MarketDataError):
+                if key not in self._cancelled:
+                    self.errors[key] = error.scheduled(delay)
+                if error.refused:
+                    log.error(
+                        "backfill_refused",
+                        key=str(key),
+                        status=error.status,
+                        error=error.message,
+                        hint=REFUSED_HINT,
+                        retry_in_s=round(delay, 1),
+                    )
+                elif isinstance(exc, MarketDataError):
                     log.warning("backfill_failed", key=str(key), error=str(exc), retry_in_s=round(delay, 2))
                 else:
                     log.exception("backfill_crashed", key=str(key), retry_in_s=round(delay, 2))
-                await asyncio.sleep(delay)
+                if isinstance(exc, RateLimited):
+                    await asyncio.sleep(delay)  # never sooner than the exchange's Retry-After
+                else:
+                    await self._wait_retry(key, delay)
+
+    async def _wait_retry(self, key: Hashable, delay: float) -> None:
+        """Sleep ``delay`` s before retrying ``key``, or less if it is requested (or cancelled) meanwhile."""
+        waiting = self._waiting[key] = asyncio.Event()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting.wait(), delay)
+        finally:
+            self._waiting.pop(key, None)
+        if waiting.is_set():
+            self._again.discard(key)  # the retry starting now serves that request

@@ -8,7 +8,14 @@ at most 5 incoming messages per second), reads, and reconnects:
 * immediately after a ``serverShutdown`` event or a proactive rotation before the
   exchange's connection-age cut;
 * with exponential backoff and jitter after an error, a close, or a stall (no data
-  message within ``stall_timeout_s``; ping frames do not count as data).
+  message within ``stall_timeout_s``; ping frames do not count as data);
+* after minutes (``refused_backoff_s``) when the handshake is refused with HTTP 451 or 403:
+  the exchange refuses this location or IP, and retrying every few seconds changes nothing.
+
+Each connection keeps its :class:`~engine.feed.health.LastError` until it connects again.
+A refused handshake's body is discarded by aiohttp, so the exchange's own message
+("Service unavailable from a restricted location …") is read with one plain GET of the
+same URL, which the exchange refuses in the same words.
 
 The sink hears which streams are live (connected and acknowledged) and which went down, so
 it can backfill over REST after every (re)connect.
@@ -27,8 +34,11 @@ import aiohttp
 import orjson
 import structlog
 
+from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S, REFUSED_HINT, LastError, from_exception, retry_delay
 from engine.feed.messages import parse_kline
 from engine.feed.protocol import StreamSink
+from engine.market_data.binance_rest import host_of
+from engine.market_data.errors import is_refusal
 
 log = structlog.get_logger(__name__)
 
@@ -49,6 +59,8 @@ class StreamSettings:
     """Reconnect proactively at this connection age (Binance cuts connections at 24 h)."""
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 60.0
+    refused_backoff_s: float = DEFAULT_REFUSED_BACKOFF_S
+    """Wait after the exchange refused this location or IP (HTTP 451/403): minutes, not seconds."""
     connect_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -68,6 +80,7 @@ class ConnectionStats:
     rotations: int = 0
     closes: int = 0
     bad_messages: int = 0
+    refusals: int = 0
 
 
 class StreamConnection:
@@ -92,6 +105,9 @@ class StreamConnection:
         self.live: set[str] = set()
         self.connected = False
         self.stats = ConnectionStats()
+        self.last_error: LastError | None = None
+        """Why the connection is (or last was) down; None once it connects again."""
+        self._end: LastError | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._to_subscribe: list[str] = []
         self._to_unsubscribe: list[str] = []
@@ -143,16 +159,25 @@ class StreamConnection:
                 continue
             reason = "closed"
             healthy = False
+            self._end = None
             try:
                 reason, healthy = await self._session_once()
             except asyncio.CancelledError:
                 raise
+            except aiohttp.WSServerHandshakeError as exc:
+                self.stats.connect_failures += 1
+                self._end = await self._handshake_refused(exc)
+                reason = "error"
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.stats.connect_failures += 1
-                log.warning("stream_connect_failed", conn=self.conn_id, error=str(exc) or type(exc).__name__)
+                timed_out = f"no handshake within {self._settings.connect_timeout_s:g} s"
+                error = timed_out if isinstance(exc, TimeoutError) else from_exception(exc).message
+                self._end = LastError(f"cannot connect to {self._host}: {error}")
+                log.warning("stream_connect_failed", conn=self.conn_id, error=self._end.message)
                 reason = "error"
-            except Exception:
+            except Exception as exc:
                 self.stats.connect_failures += 1
+                self._end = LastError(f"session crashed: {type(exc).__name__}: {exc}")
                 log.exception("stream_session_crashed", conn=self.conn_id)
                 reason = "error"
             finally:
@@ -162,13 +187,64 @@ class StreamConnection:
                 continue
             if healthy:
                 attempt = 0
-            delay = min(self._settings.backoff_max_s, self._settings.backoff_initial_s * (2**attempt))
-            delay *= self._rng.uniform(0.5, 1.0)
+            error = self._end or LastError(f"connection to {self._host} ended ({reason})")
+            s = self._settings
+            delay = retry_delay(
+                attempt,
+                initial_s=s.backoff_initial_s,
+                max_s=s.backoff_max_s,
+                rng=self._rng,
+                refused=error.refused,
+                refused_s=s.refused_backoff_s,
+            )
+            self.last_error = error.scheduled(delay)
             attempt = min(attempt + 1, 30)
+            if error.refused:
+                self.stats.refusals += 1
+                log.error(
+                    "stream_refused",
+                    conn=self.conn_id,
+                    status=error.status,
+                    error=error.message,
+                    hint=REFUSED_HINT,
+                    retry_in_s=round(delay, 1),
+                )
             log.info("stream_reconnect_wait", conn=self.conn_id, reason=reason, delay_s=round(delay, 3))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
+
+    @property
+    def _host(self) -> str:
+        return host_of(self._base_url)
+
+    async def _handshake_refused(self, exc: aiohttp.WSServerHandshakeError) -> LastError:
+        """The error for a handshake answered with an HTTP status instead of 101 (the exchange's words if refused)."""
+        said = ""
+        if is_refusal(exc.status):
+            msg = await self._refusal_message(exc.status)
+            said = f": {msg}" if msg else ""
+        error = LastError(f"HTTP {exc.status} on websocket handshake to {self._host}{said}", exc.status)
+        if not error.refused:
+            log.warning("stream_connect_failed", conn=self.conn_id, error=error.message)
+        return error
+
+    async def _refusal_message(self, status: int) -> str | None:
+        """The exchange's ``msg`` for a refused handshake, read with one plain GET (None if it says nothing)."""
+        url = self._url(sorted(self.streams)[:1]).replace("ws", "http", 1)
+        try:
+            async with asyncio.timeout(self._settings.connect_timeout_s):
+                async with self._session.get(url) as resp:
+                    if resp.status != status:
+                        return None
+                    body = await resp.content.read(8192)
+            data = orjson.loads(body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the message is a courtesy; the status alone is reported then
+            return None
+        msg = data.get("msg") if isinstance(data, dict) else None
+        return (msg.strip() or None) if isinstance(msg, str) else None
 
     def _went_down(self) -> None:
         was_live = list(self.live)
@@ -201,6 +277,7 @@ class StreamConnection:
         self._restart_reason = None
         self._ws = ws
         self.connected = True
+        self.last_error = None
         self.stats.connects += 1
         connected_at = loop.time()
         messages_before = self.stats.messages
@@ -265,6 +342,7 @@ class StreamConnection:
                     return "rotate"
                 if stall is not None and now >= last_data + stall:
                     stats.stalls += 1
+                    self._end = LastError(f"no data from {self._host} for {now - last_data:.0f} s (stalled)")
                     log.warning("stream_stalled", conn=self.conn_id, silent_s=round(now - last_data, 1))
                     return "stall"
                 continue
@@ -283,8 +361,10 @@ class StreamConnection:
                 return self._restart_reason
             stats.closes += 1
             if mtype is aiohttp.WSMsgType.ERROR:
+                self._end = LastError(f"websocket error from {self._host}: {ws.exception()}")
                 log.warning("stream_error", conn=self.conn_id, error=str(ws.exception()))
             else:
+                self._end = LastError(f"{self._host} closed the connection (code {ws.close_code})")
                 log.info("stream_closed", conn=self.conn_id, code=ws.close_code)
             return "closed"
 
@@ -413,6 +493,11 @@ class StreamManager:
         conn = self.owner(stream)
         return conn is not None and stream in conn.live
 
+    def stream_error(self, stream: str) -> LastError | None:
+        """Why the connection carrying ``stream`` is down (None when it is up or has not failed)."""
+        conn = self.owner(stream)
+        return None if conn is None or conn.connected else conn.last_error
+
     def restart_all(self, reason: str = "requested") -> None:
         """Reconnect every connection now (no backoff)."""
         for conn in self.connections:
@@ -430,6 +515,8 @@ class StreamManager:
                 "shutdowns": c.stats.shutdowns,
                 "rotations": c.stats.rotations,
                 "messages": c.stats.messages,
+                "refusals": c.stats.refusals,
+                "last_error": None if c.last_error is None else c.last_error.as_dict(),
             }
             for c in self.connections
         ]

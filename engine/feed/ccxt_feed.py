@@ -11,7 +11,9 @@ Binance (backfill after each (re)connect, open candles never stored, gaps refill
   (re)connect only sets the current candle: older bars come from the REST backfill, never
   from a cache that may hold a candle's last values from before the drop.  No update within
   ``stall_timeout_s`` → the websocket clients are closed and every loop reconnects; errors
-  back off exponentially with jitter.
+  back off exponentially with jitter, for minutes after an HTTP 451/403 (the exchange
+  refuses this location or IP; ccxt names the status in its message).  Each stream keeps
+  its last error until it is live again.
 
 Engine symbols are exchange market ids without separators (``BTCUSDT``; for Kraken e.g.
 ``XBTUSD`` or ``BTCUSD``); :class:`CcxtMarkets` maps them to ccxt's unified symbols.
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import difflib
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -31,16 +34,33 @@ from typing import Any
 import structlog
 
 from engine.feed.binance_streams import StreamSettings
+from engine.feed.health import REFUSED_HINT, LastError, from_exception, retry_delay
 from engine.feed.messages import KlineUpdate, parse_stream_name
 from engine.feed.protocol import StreamSink
 from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
-from engine.market_data.errors import MarketDataError, RateLimited
+from engine.market_data.errors import REFUSED_STATUSES, MarketDataError, RateLimited
 from engine.market_data.intervals import interval_seconds, to_binance
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_RETRY_AFTER_S = 10.0
 """ccxt does not surface Retry-After; a rate-limited request is retried after this long."""
+
+_REFUSAL_IN_TEXT = re.compile(r"(?:^|\s)(" + "|".join(map(str, sorted(REFUSED_STATUSES))) + r")(?=[\s,]|$)")
+
+
+def refusal_status(exc: BaseException) -> int | None:
+    """451 or 403 when a ccxt error is the exchange refusing this location or IP, else None.
+
+    ccxt raises ``ExchangeNotAvailable("binance GET <url> 451 <reason> <body>")`` for these
+    (and aiohttp's handshake error text for websockets), so the status is read from the text.
+    """
+    import ccxt
+
+    if not isinstance(exc, (ccxt.ExchangeNotAvailable, ccxt.NetworkError, ccxt.PermissionDenied)):
+        return None
+    m = _REFUSAL_IN_TEXT.search(str(exc))
+    return int(m.group(1)) if m else None
 
 
 def build_pro_exchange(exchange_id: str, *, urls: dict[str, Any] | None = None) -> Any:
@@ -117,7 +137,7 @@ async def _call(awaitable: Any, timeout_s: float | None = None) -> Any:
     except (ccxt.RateLimitExceeded, ccxt.DDoSProtection) as exc:
         raise RateLimited(f"rate limited by the exchange: {exc}", retry_after_s=DEFAULT_RETRY_AFTER_S) from exc
     except ccxt.BaseError as exc:
-        raise MarketDataError(f"{type(exc).__name__}: {exc}") from exc
+        raise MarketDataError(f"{type(exc).__name__}: {exc}", status=refusal_status(exc)) from exc
 
 
 class CcxtKlineRest:
@@ -175,6 +195,7 @@ class _StreamState:
     errors: int = 0
     stalls: int = 0
     messages: int = 0
+    last_error: LastError | None = None
 
 
 class CcxtStreamFeed:
@@ -242,6 +263,10 @@ class CcxtStreamFeed:
         st = self._streams.get(stream)
         return st is not None and st.live
 
+    def stream_error(self, stream: str) -> LastError | None:
+        st = self._streams.get(stream)
+        return None if st is None or st.live else st.last_error
+
     def restart_all(self, reason: str = "requested") -> None:
         """Drop every websocket; each loop reconnects (and the sink backfills)."""
         if self._resetting is None or self._resetting.done():
@@ -259,6 +284,7 @@ class CcxtStreamFeed:
                 "errors": st.errors,
                 "stalls": st.stalls,
                 "messages": st.messages,
+                "last_error": None if st.last_error is None else st.last_error.as_dict(),
             }
             for st in self._streams.values()
         ]
@@ -275,6 +301,7 @@ class CcxtStreamFeed:
         symbol, interval = parse_stream_name(st.stream)
         attempt = 0
         while True:
+            error: LastError | None = None
             try:
                 unified = await self._markets.unified(symbol)
                 got_data = await self._watch(st, symbol, interval, unified)
@@ -289,11 +316,33 @@ class CcxtStreamFeed:
                 log.info("ccxt_stream_reset", stream=st.stream)
             except Exception as exc:  # noqa: BLE001 - every failure reconnects with backoff
                 st.errors += 1
-                log.warning("ccxt_stream_error", stream=st.stream, error=f"{type(exc).__name__}: {exc}")
+                error = from_exception(exc)
+                if not isinstance(exc, MarketDataError):
+                    error = LastError(f"{self.exchange.id}: {type(exc).__name__}: {exc}", refusal_status(exc))
+                if not error.refused:
+                    log.warning("ccxt_stream_error", stream=st.stream, error=f"{type(exc).__name__}: {exc}")
             self._went_down(st)
             s = self._settings
-            delay = min(s.backoff_max_s, s.backoff_initial_s * (2**attempt)) * self._rng.uniform(0.5, 1.0)
+            delay = retry_delay(
+                attempt,
+                initial_s=s.backoff_initial_s,
+                max_s=s.backoff_max_s,
+                rng=self._rng,
+                refused=error is not None and error.refused,
+                refused_s=s.refused_backoff_s,
+            )
             attempt = min(attempt + 1, 30)
+            if error is not None:
+                st.last_error = error.scheduled(delay)
+                if error.refused:
+                    log.error(
+                        "ccxt_stream_refused",
+                        stream=st.stream,
+                        status=error.status,
+                        error=error.message,
+                        hint=REFUSED_HINT,
+                        retry_in_s=round(delay, 1),
+                    )
             await asyncio.sleep(delay)
 
     def _went_down(self, st: _StreamState) -> None:
@@ -326,6 +375,7 @@ class CcxtStreamFeed:
                 continue
             if not st.live:
                 st.live = True
+                st.last_error = None
                 st.connects += 1
                 self._sink.on_streams_live([st.stream])
                 current = list(batch[-1])  # older candles come from the backfill

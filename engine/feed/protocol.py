@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
+from engine.feed.health import LastError
 from engine.feed.messages import KlineUpdate
 
 
@@ -35,6 +36,10 @@ class MarketFeed(Protocol):
     def remove(self, streams: Iterable[str]) -> None: ...
 
     def status(self) -> list[dict[str, Any]]: ...
+
+    def stream_error(self, stream: str) -> LastError | None:
+        """Why ``stream`` is not connected (HTTP status, the exchange's message), or None."""
+        ...
 
 
 class SymbolCatalogue(Protocol):

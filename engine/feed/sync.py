@@ -4,7 +4,8 @@
 backfill has completed since the stream (re)connected.  While unsynced, closed bars from
 the stream are held back and applied after the backfill, in order, so the window only ever
 grows contiguously.  A gap seen on the stream triggers another backfill.  Open klines and
-ticks flow at all times.
+ticks flow at all times.  A failing backfill's last error stays in
+``scheduler.errors[key]`` until one succeeds (readiness names it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import structlog
 
 from engine.events import BarClosed, EventBus, Tick
 from engine.feed.backfill import BackfillScheduler, KlineRest, ServerClock, fetch_closed
+from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S
 from engine.feed.messages import KlineUpdate, stream_name
 from engine.market_data.intervals import to_binance
 from engine.windows import Applied, OpenKline, RollingWindow
@@ -67,6 +69,7 @@ class WindowSync:
         rest_max_wait_s: float = 120.0,
         backfill_concurrency: int = 8,
         retry_initial_s: float = 1.0,
+        refused_retry_s: float = DEFAULT_REFUSED_BACKOFF_S,
     ) -> None:
         self._rest = rest
         self._bus = bus
@@ -75,7 +78,10 @@ class WindowSync:
         self._max_wait_s = rest_max_wait_s
         self.clock = ServerClock(rest, max_wait_s=rest_max_wait_s)
         self.scheduler = BackfillScheduler(
-            self._sync, concurrency=backfill_concurrency, retry_initial_s=retry_initial_s
+            self._sync,
+            concurrency=backfill_concurrency,
+            retry_initial_s=retry_initial_s,
+            refused_retry_s=refused_retry_s,
         )
         self.windows: dict[Key, WindowState] = {}
         self._by_stream: dict[str, WindowState] = {}
@@ -162,10 +168,10 @@ class WindowSync:
                 self._unsync(st)
 
     # --- backfill job ----------------------------------------------------------------
-    async def _sync(self, key: object) -> None:
+    async def _sync(self, key: object) -> bool | None:
         st = self.windows.get(key)  # type: ignore[arg-type]
         if st is None or st.live_since is None:
-            return  # not followed, or the stream is down: the next "live" requests a sync
+            return False  # not followed, or the stream is down: the next "live" requests a sync
         generation = st.generation
         not_before = max(st.live_since, st.clock_after)
         now_ms = await self.clock.now_ms(not_before)
