@@ -230,7 +230,7 @@ class AlertStore:
         """Fire every alert of ``firings`` that is still active, atomically; returns what fired, in order."""
         if not firings:
             return []
-        return await self.db.run_transaction(lambda conn: self._fire_sync(conn, firings))
+        return await self.db.run_transaction(lambda conn: self._fire_sync(conn, firings), durable=True)
 
     def _fire_sync(self, conn: sqlite3.Connection, firings: Sequence[Firing]) -> list[Fired]:
         """The firing transaction (runs on the database thread; see Database.run_transaction)."""

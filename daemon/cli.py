@@ -7,12 +7,19 @@
     chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
+
+``--data-dir`` and ``--config`` may stand anywhere on the line — before the subcommand, after
+it, or after the subcommand's own arguments (``chartgen token create bars --data-dir D``):
+:func:`hoist_state_options` moves them in front of the subcommand's arguments before its
+parser sees them.  Every mode that keeps state (the daemon, ``token``, ``passphrase``) runs
+with umask 077, as the systemd unit does, so files created in the data dir are private.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +28,40 @@ from typing import Any
 from pydantic import ValidationError
 
 from config import ConfigFileError, Settings, load_settings
+from config.database import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
 SUBCOMMANDS = ("sim-exchange", "token", "passphrase")
+STATE_OPTIONS = ("--data-dir", "--config")
+STATELESS_SUBCOMMANDS = ("sim-exchange",)
+
+
+def hoist_state_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``args`` into (every ``--data-dir``/``--config`` with its value, in order; the rest).
+
+    Both ``--opt VALUE`` and ``--opt=VALUE`` are recognised; nothing after ``--`` is touched.
+    An option left without a value stays in the first list alone, so the parser that
+    receives it reports "expected one argument".
+    """
+    hoisted: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if name in STATE_OPTIONS:
+            if "=" in arg:
+                hoisted.append(arg)
+            else:
+                hoisted.extend(args[i : i + 2])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return hoisted, rest
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -84,26 +122,38 @@ def _settings_from(ns: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chartgen`` console script; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "sim-exchange":
+    hoisted, rest = hoist_state_options(sys.argv[1:] if argv is None else argv)
+    if rest and rest[0] in STATELESS_SUBCOMMANDS and hoisted:
+        option = hoisted[0].split("=", 1)[0]
+        print(
+            f"chartgen {rest[0]}: error: {option} does not apply: the simulator keeps no state and reads no"
+            f" settings file; drop {option}",
+            file=sys.stderr,
+        )
+        return 2
+    if rest and rest[0] == "sim-exchange":
         from daemon.sim_command import main as sim_main
 
-        return sim_main(args[1:])
-    if args and args[0] == "passphrase":
+        return sim_main(rest[1:])
+    if rest and rest[0] == "passphrase":
         from daemon.passphrase_command import main as passphrase_main
 
-        return passphrase_main(args[1:])
-    if args and args[0] == "token":
+        os.umask(PRIVATE_UMASK)
+        return passphrase_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "token":
         from daemon.token_command import main as token_main
 
-        return token_main(args[1:])
-    ns = _main_parser().parse_args(args)
+        os.umask(PRIVATE_UMASK)
+        return token_main([*hoisted, *rest[1:]])
+    ns = _main_parser().parse_args([*hoisted, *rest])
     try:
         settings = _settings_from(ns)
     except (ValidationError, ConfigFileError) as exc:
         print(f"chartgen: error: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    if ns.mcp or ns.serve or ns.trade:
+        os.umask(PRIVATE_UMASK)  # the data dir's files (trades.log, token marker) are created private
     from daemon import modes
 
     try:

@@ -1,7 +1,16 @@
-"""Opening the daemon's database and applying every package's migrations (design.md §6)."""
+"""Opening the daemon's database and applying every package's migrations (design.md §6).
+
+Also keeps the data dir private outside systemd (where ``StateDirectoryMode=0700`` and
+``UMask=0077`` do it): :meth:`Database.open` creates the directory 0700 and the database
+0600, and this module tightens the other files of the data dir that hold secrets or
+audit data — ``trades.log`` and the token revocation marker — when they are open to others.
+New ones are created 0600 because the ``chartgen`` command runs its state-keeping modes
+with umask 077 (daemon/cli.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,13 +21,15 @@ from alerts.store import MIGRATIONS as ALERT_MIGRATIONS
 from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from config import Settings
-from config.database import Database, Migrations
+from config.database import PRIVATE_FILE_MODE, Database, Migrations, tighten_private
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
+from mcp_bridge.token_cache import marker_for
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
 
 log = structlog.get_logger(__name__)
 
 DB_FILE = "chartgen.db"
+TRADES_LOG_FILE = "trades.log"
 ALL_MIGRATIONS: tuple[Migrations, ...] = (
     TOKEN_MIGRATIONS,
     OAUTH_MIGRATIONS,
@@ -37,6 +48,9 @@ async def open_database(settings: Settings) -> AsyncIterator[Database]:
     """The migrated database in the data dir, closed on exit."""
     path = database_path(settings)
     db = await Database.open(path)
+    for other in (path.with_name(TRADES_LOG_FILE), marker_for(path)):
+        if other is not None:
+            await asyncio.to_thread(tighten_private, other, PRIVATE_FILE_MODE)
     try:
         versions = await db.migrate(ALL_MIGRATIONS)
         log.info("database_ready", path=str(path), versions=versions)

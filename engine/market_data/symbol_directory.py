@@ -4,6 +4,10 @@ Used to validate user input (an alert on ``BTCUSDX`` is refused with the nearest
 names) before the engine is asked to follow a market.  The list is refreshed after
 ``ttl_s``; concurrent callers share one request, and a failed refresh keeps serving the
 last good list when there is one.
+
+The request goes through :class:`~engine.market_data.binance_rest.BinanceRest` (weight 20 per
+call, budgeted by its rate gate) rather than python-binance's ``get_exchange_info``, which
+has no 429/418 handling: measured in BinanceRest's docstring (``python -m bench.python_binance_gaps``).
 """
 
 from __future__ import annotations

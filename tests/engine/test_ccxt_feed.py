@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import aiohttp
+import ccxt.pro  # noqa: F401 - imported, never skipped: a broken ccxt.pro must fail the run
 import pytest
 
 from engine.feed.binance_streams import StreamSettings
@@ -23,8 +24,6 @@ from engine.feed.messages import KlineUpdate
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.errors import MarketDataError
 from tests.engine.test_live_engine_sim import MARKETS, SYMBOLS, WINDOW, Sim, in_sync, started
-
-pytest.importorskip("ccxt.pro")
 
 
 class ScriptedExchange:
