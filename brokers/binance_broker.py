@@ -280,8 +280,6 @@ class BinanceBroker:
         ]
 
     async def last_price(self, symbol: str) -> Decimal | None:
-        try:
-            res = await self._call(self._client.get_symbol_ticker, symbol=symbol)
-        except BrokerError:
-            return None
+        """``GET /api/v3/ticker/price``; a failed request raises BrokerError (the order guard says why it refused)."""
+        res = await self._call(self._client.get_symbol_ticker, symbol=symbol)
         return _d(res["price"]) if isinstance(res, dict) and "price" in res else None

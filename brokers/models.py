@@ -5,6 +5,9 @@ EXPIRED_IN_MATCH) plus two of our own for the time before the exchange answered:
 PENDING_SUBMIT (recorded, being sent) and UNKNOWN (sent, answer lost — must be queried
 before anything is retried).  :func:`state_name` maps them to chartgen's tool words.
 Quantities and prices are Decimal throughout.
+
+Ownership: an order intent carries the principal it acts for (``OrderRequest.owner``);
+:class:`Actor` is whoever asks to list or cancel orders — its own, or every one with ``admin``.
 """
 
 from __future__ import annotations
@@ -49,6 +52,21 @@ class OrderRequest:
     quote_quantity: Decimal | None = None
     price: Decimal | None = None
     time_in_force: TimeInForce | None = None
+    owner: str | None = None
+    """The principal the order acts for (it alone may list and cancel it); None: the account's,
+    for admin only (orders placed elsewhere, orders from before ownership was recorded)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who asks to list or cancel orders: a principal, and whether it may act on everyone's (``admin``)."""
+
+    principal: str | None
+    admin: bool = False
+
+    def may_act_on(self, owner: str | None) -> bool:
+        """Whether this actor may see and cancel an order owned by ``owner``."""
+        return self.admin or (self.principal is not None and owner == self.principal)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,16 +6,26 @@ exchange — the order is never sent twice.  Status only moves forward: an updat
 would take a terminal order back to an open state is ignored.  Fills are keyed by
 (broker, symbol, trade id), so a fill seen from the stream, from the order answer and from
 reconciliation is stored once.
+
+Ownership (migration 2): each order row names its ``owner``, the principal whose intent it
+is.  Rows from before the migration, and orders learnt from the exchange (placed elsewhere),
+have no owner: only an admin sees and cancels them.  The row also keeps the ``notional`` the
+guard valued the order at, so an order that has not filled yet still counts against the
+daily limit.  :func:`admit_in` checks the daily limit and inserts the intent in one
+transaction (see :meth:`OrderStore.admit_intent`), so concurrent orders cannot all pass a
+limit only one of them fits under; it takes a plain connection so a future path can commit
+an intent together with its own rows (an alert firing, a schedule run).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from brokers.models import OPEN, TERMINAL, ExchangeOrder, Fill, OrderRequest
+from brokers.models import OPEN, TERMINAL, Actor, ExchangeOrder, Fill, OrderRequest
 from config.database import Database, Migrations
 
 MIGRATIONS = Migrations(
@@ -60,6 +70,14 @@ MIGRATIONS = Migrations(
             CREATE INDEX fills_order ON fills (client_order_id)
             """,
         ),
+        (
+            2,
+            """
+            ALTER TABLE orders ADD COLUMN owner TEXT;
+            ALTER TABLE orders ADD COLUMN notional TEXT;
+            CREATE INDEX orders_owner ON orders (broker, owner, created_at)
+            """,
+        ),
     ),
 )
 
@@ -84,6 +102,10 @@ class OrderRow:
     reject_reason: str | None
     created_at: float
     updated_at: float
+    owner: str | None = None
+    """The principal whose order this is; None: the account's (admin only)."""
+    notional: Decimal | None = None
+    """The value the guard admitted the order at (None: not placed through the guard)."""
 
     @property
     def avg_price(self) -> Decimal | None:
@@ -112,6 +134,8 @@ def _row(r: Any) -> OrderRow:
         reject_reason=r["reject_reason"],
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),
+        owner=r["owner"],
+        notional=_dec(r["notional"]),
     )
 
 
@@ -128,33 +152,131 @@ def advances(old: str, new: str) -> bool:
     return _RANK.get(new, 0) >= _RANK.get(old, 0)
 
 
+_INSERT_INTENT = (
+    "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity,"
+    " quote_quantity, price, status, created_at, updated_at, owner, notional)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?, ?, ?)"
+)
+_DAILY_SQL = (
+    "SELECT status, executed_qty, cumulative_quote, quantity, price, notional FROM orders"
+    " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'"
+)
+
+
+def _intent_params(broker: str, req: OrderRequest, notional: Decimal | None, now: float) -> tuple[Any, ...]:
+    return (
+        req.client_order_id,
+        broker,
+        req.symbol,
+        req.side,
+        req.type,
+        req.time_in_force,
+        _s(req.quantity),
+        _s(req.quote_quantity),
+        _s(req.price),
+        now,
+        now,
+        req.owner,
+        _s(notional),
+    )
+
+
+def committed_value(
+    status: str,
+    executed_qty: str,
+    cumulative_quote: str,
+    quantity: str | None,
+    price: str | None,
+    notional: str | None,
+) -> Decimal:
+    """What one order counts against the daily limit.
+
+    Rejected: nothing.  Finished with fills: what it traded.  Otherwise (pending, open, or
+    finished unfilled): the larger of what it traded so far and the value it was admitted at
+    (for a row without one, quantity × limit price).
+    """
+    if status == "REJECTED":
+        return Decimal(0)
+    traded = Decimal(cumulative_quote)
+    if status in TERMINAL and Decimal(executed_qty) > 0:
+        return traded
+    if notional is not None:
+        reserved = Decimal(notional)
+    elif quantity is not None and price is not None:
+        reserved = Decimal(quantity) * Decimal(price)
+    else:
+        reserved = Decimal(0)
+    return max(traded, reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The outcome of :func:`admit_in`: recorded, or why not (with today's committed value before it)."""
+
+    recorded: bool
+    used: Decimal
+    duplicate: bool = False
+
+
+def admit_in(
+    conn: sqlite3.Connection,
+    broker: str,
+    req: OrderRequest,
+    notional: Decimal,
+    now: float,
+    *,
+    daily_limit: Decimal | None,
+    since: float,
+) -> Admission:
+    """Inside the caller's transaction: refuse a used client order id or a daily-limit breach, else insert.
+
+    ``conn`` is the database thread's sqlite3 connection with a transaction open
+    (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
+    """
+    if conn.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (req.client_order_id,)).fetchone():
+        return Admission(False, Decimal(0), duplicate=True)
+    used = Decimal(0)
+    if daily_limit is not None:
+        rows = conn.execute(_DAILY_SQL, (broker, since)).fetchall()
+        used = sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
+        if used + notional > daily_limit:
+            return Admission(False, used)
+    conn.execute(_INSERT_INTENT, _intent_params(broker, req, notional, now))
+    return Admission(True, used)
+
+
 class OrderStore:
     """Orders and fills of every broker."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def record_intent(self, broker: str, req: OrderRequest, now: float) -> None:
-        """Write the order as PENDING_SUBMIT before anything is sent (raises if the id exists)."""
-        async with self.db.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity,"
-                " quote_quantity, price, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?)",
-                (
-                    req.client_order_id,
-                    broker,
-                    req.symbol,
-                    req.side,
-                    req.type,
-                    req.time_in_force,
-                    _s(req.quantity),
-                    _s(req.quote_quantity),
-                    _s(req.price),
-                    now,
-                    now,
-                ),
-            )
+    async def record_intent(self, broker: str, req: OrderRequest, now: float, notional: Decimal | None = None) -> None:
+        """Write the order as PENDING_SUBMIT before anything is sent (raises if the id exists); no limit check.
+
+        Durable (fsynced before it returns): the order leaves the process after this commit.
+        """
+        async with self.db.transaction(durable=True) as tx:
+            await tx.execute(_INSERT_INTENT, _intent_params(broker, req, notional, now))
+
+    async def admit_intent(
+        self,
+        broker: str,
+        req: OrderRequest,
+        notional: Decimal,
+        now: float,
+        *,
+        daily_limit: Decimal | None,
+        since: float,
+    ) -> Admission:
+        """Check the daily limit and record the intent in one ``BEGIN IMMEDIATE`` transaction, one DB hop.
+
+        Durable (fsynced before it returns): the order leaves the process after this commit.
+        """
+        return await self.db.run_transaction(
+            lambda conn: admit_in(conn, broker, req, notional, now, daily_limit=daily_limit, since=since),
+            durable=True,
+        )
 
     async def set_status(self, client_order_id: str, status: str, now: float, reason: str | None = None) -> None:
         async with self.db.transaction() as tx:
@@ -261,35 +383,28 @@ class OrderStore:
         return new
 
     async def notional_since(self, broker: str, since: float) -> Decimal:
-        """Traded (or, for unfilled orders, ordered) value of orders created since ``since``, rejected ones excluded."""
-        rows = await self.db.fetchall(
-            "SELECT executed_qty, cumulative_quote, quantity, price FROM orders"
-            " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'",
-            (broker, since),
-        )
-        total = Decimal(0)
-        for r in rows:
-            if Decimal(r["executed_qty"]) > 0:
-                total += Decimal(r["cumulative_quote"])
-            elif r["quantity"] is not None and r["price"] is not None:
-                total += Decimal(r["quantity"]) * Decimal(r["price"])
-        return total
+        """The value orders created since ``since`` count against the daily limit (see :func:`committed_value`)."""
+        rows = await self.db.fetchall(_DAILY_SQL, (broker, since))
+        return sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
 
     async def get(self, client_order_id: str) -> OrderRow | None:
         r = await self.db.fetchone("SELECT * FROM orders WHERE client_order_id = ?", (client_order_id,))
         return None if r is None else _row(r)
 
-    async def orders(self, broker: str, *, open_only: bool = False, limit: int = 500) -> list[OrderRow]:
+    async def orders(self, broker: str, *, actor: Actor, open_only: bool = False, limit: int = 500) -> list[OrderRow]:
+        """The newest orders ``actor`` may see: its own, or everyone's for an admin."""
+        where, params = ["broker = ?"], [broker]
+        if not actor.admin:
+            if actor.principal is None:
+                return []
+            where.append("owner = ?")
+            params.append(actor.principal)
         if open_only:
-            marks = ",".join("?" * len(OPEN))
-            rows = await self.db.fetchall(
-                f"SELECT * FROM orders WHERE broker = ? AND status IN ({marks}) ORDER BY created_at DESC LIMIT ?",
-                (broker, *sorted(OPEN), limit),
-            )
-        else:
-            rows = await self.db.fetchall(
-                "SELECT * FROM orders WHERE broker = ? ORDER BY created_at DESC LIMIT ?", (broker, limit)
-            )
+            where.append(f"status IN ({','.join('?' * len(OPEN))})")
+            params.extend(sorted(OPEN))
+        rows = await self.db.fetchall(
+            f"SELECT * FROM orders WHERE {' AND '.join(where)} ORDER BY created_at DESC LIMIT ?", (*params, limit)
+        )
         return [_row(r) for r in rows]
 
     async def unresolved(self, broker: str) -> list[OrderRow]:

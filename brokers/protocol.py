@@ -47,4 +47,5 @@ class Broker(Protocol):
         """Fills of ``symbol`` with trade id ≥ ``from_id`` (all recent ones without it)."""
 
     async def last_price(self, symbol: str) -> Decimal | None:
-        """The venue's last trade price (for marking positions when the engine has none)."""
+        """The venue's ticker price (the order guard's second source after the engine's, and for
+        marking positions when the engine has none); None or BrokerError when it cannot be had."""

@@ -1,9 +1,13 @@
 """The order tracker and the trading tools' operations, above whichever broker runs.
 
-Placing an order: validate the arguments (chartgen's order of checks and texts), apply
-the symbol's exchange filters with Decimal and the operator's safety limits (allow-list,
-maximum notional per order and per day), record the order (PENDING_SUBMIT) in SQLite,
-write ``SUBMITTED`` to trades.log, then send it.  The answer — or any later execution
+Placing an order: validate the arguments (chartgen's order of checks and texts), then the
+guard (:mod:`brokers.guard`) applies the exchange filters and the operator's safety limits
+and records the order (PENDING_SUBMIT, with its owner) in SQLite — or refuses it; then
+``SUBMITTED`` goes to trades.log and the order is sent.  Every order path enters through
+:meth:`OrderService.submit`.  Orders belong to the principal that placed them:
+``get_orders`` and ``cancel_order`` act on the caller's own unless it is an admin, and
+another's order answers exactly like an unknown one.  Positions and balances are the
+exchange account's.  The answer — or any later execution
 event, or reconciliation — moves the order forward and stores its fills once each.  A
 lost answer (timeout, 5xx) leaves the order UNKNOWN and it is looked up by clientOrderId,
 never re-sent.  Reconciliation (at start and periodically) settles every unresolved
@@ -15,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import structlog
 
-from brokers.filters import FilterError, SymbolRules
+from brokers.guard import EnginePrice, OrderGuard, OrderRefused, SafetyLimits
 from brokers.models import (
     OPEN,
+    Actor,
     BrokerError,
     ExchangeOrder,
     OrderRejected,
@@ -40,19 +44,11 @@ from brokers.protocol import Broker
 
 log = structlog.get_logger(__name__)
 
+__all__ = ["Actor", "OrderInputError", "OrderRefused", "OrderService", "SafetyLimits"]
+
 AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 MarkPrice = Callable[[str], float | None]
 UNRESOLVED_GRACE_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class SafetyLimits:
-    """The operator's guard rails (config)."""
-
-    max_order_notional: Decimal | None = Decimal("10000")
-    max_daily_notional: Decimal | None = Decimal("50000")
-    allowed_symbols: frozenset[str] = field(default_factory=frozenset)
-    """Empty: every symbol the exchange lists."""
 
 
 class OrderService:
@@ -66,23 +62,37 @@ class OrderService:
         audit: AuditWriter | None = None,
         mark_price: MarkPrice | None = None,
         limits: SafetyLimits | None = None,
+        engine_price: EnginePrice | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.broker = broker
         self.store = store
         self._audit = audit
         self._mark = mark_price
-        self.limits = limits or SafetyLimits()
         self._clock = clock
+        self.guard = OrderGuard(
+            store,
+            broker.name,
+            rules=broker.rules,
+            ticker=broker.last_price,
+            engine_price=engine_price,
+            limits=limits,
+            clock=clock,
+        )
+        """The guard rails every order passes (:meth:`submit`); ``engine_price`` is its first price source."""
         self._in_flight: set[str] = set()
         self._assets: dict[str, tuple[str, str]] = {}
         self.latencies_ms: list[float] = []
         self.unknown_lookup_delays_s: tuple[float, ...] = (0.2, 1.0, 3.0)
+        """Waits before each lookup of an order whose answer was lost."""
         self.unresolved_grace_s = UNRESOLVED_GRACE_S
         self.reconcile_error: str | None = None
         """The last reconciliation's broker failure (None once a pass succeeds): a degraded state."""
-        """Waits before each lookup of an order whose answer was lost."""
         broker.set_event_handler(self.on_update)
+
+    @property
+    def limits(self) -> SafetyLimits:
+        return self.guard.limits
 
     async def _write(self, lines: Sequence[str]) -> None:
         if self._audit is not None and lines:
@@ -91,61 +101,20 @@ class OrderService:
     def _stamp(self) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
 
-    async def _rules(self, symbol: str) -> SymbolRules:
-        rules = await self.broker.rules(symbol)
-        if rules is None or rules.status != "TRADING":
-            raise OrderInputError(f"invalid symbol: {symbol} is not a tradable symbol on this exchange", code=-32003)
-        self._assets[symbol] = (rules.base_asset, rules.quote_asset)
-        return rules
-
-    async def _daily_notional(self) -> Decimal:
-        return await self.store.notional_since(self.broker.name, self._clock() - 86400)
-
     # --- tools ----------------------------------------------------------------------------
-    async def place_order(self, args: dict[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
+    async def place_order(self, args: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
+        """The place_order tool: parse the arguments, then :meth:`submit` the order for ``owner``.
+
+        ``owner`` is the calling principal; None records an order only an admin sees.
+        """
         fields = parse_order(args)
-        symbol = fields["symbol"]
-        if self.limits.allowed_symbols and symbol not in self.limits.allowed_symbols:
-            raise OrderInputError(
-                f"{symbol} is not in the allowed symbols ({', '.join(sorted(self.limits.allowed_symbols))}); "
-                "the operator sets trading_allowed_symbols"
-            )
-        rules = await self._rules(symbol)
-        last = await self.broker.last_price(symbol)
-        market = fields["type"] == "MARKET"
-        try:
-            if fields["price"] is not None:
-                rules.check_price(fields["price"])
-            if fields["quantity"] is not None:
-                rules.check_quantity(fields["quantity"], market=market)
-                ref = fields["price"] if fields["price"] is not None else last
-                if ref is not None:
-                    rules.check_notional(fields["quantity"], ref, market=market)
-        except FilterError as exc:
-            raise OrderInputError(str(exc)) from None
-        notional = (
-            fields["quote_quantity"]
-            if fields["quote_quantity"] is not None
-            else fields["quantity"] * (fields["price"] or last or Decimal(0))
-        )
-        if self.limits.max_order_notional is not None and notional > self.limits.max_order_notional:
-            raise OrderInputError(
-                f"order value {plain(notional)} exceeds the per-order limit {plain(self.limits.max_order_notional)} "
-                "(setting trading_max_order_notional)"
-            )
-        if self.limits.max_daily_notional is not None:
-            used = await self._daily_notional()
-            if used + notional > self.limits.max_daily_notional:
-                raise OrderInputError(
-                    f"order value {plain(notional)} would take today's traded value to {plain(used + notional)}, "
-                    f"over the daily limit {plain(self.limits.max_daily_notional)} "
-                    "(setting trading_max_daily_notional)"
-                )
-        req = OrderRequest(**fields)
-        if await self.store.get(req.client_order_id) is not None:
-            raise OrderInputError(f"client_order_id {req.client_order_id} was already used; choose another")
-        await self.store.record_intent(self.broker.name, req, self._clock())
+        return await self.submit(OrderRequest(**fields, owner=owner))
+
+    async def submit(self, req: OrderRequest) -> dict[str, Any]:
+        """Every order path's way in: the guard admits (records) it, then it is sent once."""
+        started = time.perf_counter()
+        admitted = await self.guard.admit(req)
+        self._assets[req.symbol] = (admitted.rules.base_asset, admitted.rules.quote_asset)
         kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or 0)}"
         qty_text = plain(req.quantity) if req.quantity is not None else f"quote:{plain(req.quote_quantity or 0)}"
         await self._write(
@@ -183,13 +152,14 @@ class OrderService:
                 return found
         return None
 
-    async def cancel_order(self, order_id: Any) -> dict[str, Any]:
+    async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]:
+        """Cancel one of ``actor``'s orders (any order for an admin); another's answers as an unknown one."""
         if order_id is None or order_id == "":
             raise OrderInputError("order_id is required")
         if not isinstance(order_id, str) or len(order_id) > 64:
             raise OrderInputError("order_id must be the id place_order returned")
         row = await self.store.get(order_id)
-        if row is None or row.broker != self.broker.name:
+        if row is None or row.broker != self.broker.name or not actor.may_act_on(row.owner):
             raise OrderInputError(f"order not found: {order_id}")
         if row.status not in OPEN:
             raise OrderInputError(f"invalid transition: {state_name(row.status)} \u2192 Cancelled")
@@ -197,9 +167,10 @@ class OrderService:
         await self.on_update(update)
         return {"ok": True}
 
-    async def get_orders(self, filter_: Any) -> list[dict[str, Any]]:
+    async def get_orders(self, filter_: Any, *, actor: Actor) -> list[dict[str, Any]]:
+        """``actor``'s orders (everyone's for an admin), newest first; ``filter_`` "open" or "all"."""
         open_only = filter_ == "open"
-        rows = await self.store.orders(self.broker.name, open_only=open_only)
+        rows = await self.store.orders(self.broker.name, actor=actor, open_only=open_only)
         return [self._listing(r) for r in rows]
 
     async def get_positions(self) -> list[dict[str, Any]]:
@@ -213,7 +184,7 @@ class OrderService:
             if pos.quantity == 0 and pos.realized_pnl == 0:
                 continue
             mark = self._mark(symbol) if self._mark is not None else None
-            mark_d = Decimal(str(mark)) if mark is not None else await self.broker.last_price(symbol)
+            mark_d = Decimal(str(mark)) if mark is not None else await self._ticker_or_none(symbol)
             unreal = pos.unrealized(mark_d)
             out.append(
                 {
@@ -228,6 +199,12 @@ class OrderService:
                 }
             )
         return out
+
+    async def _ticker_or_none(self, symbol: str) -> Decimal | None:
+        try:
+            return await self.broker.last_price(symbol)
+        except BrokerError:
+            return None
 
     async def get_balance(self) -> dict[str, Any]:
         balances = await self.broker.balances()

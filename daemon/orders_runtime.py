@@ -1,5 +1,9 @@
 """Building and running the broker side (``--trade``): the paper broker by default, the order
-service above it, the tick feed for resting paper orders, and periodic reconciliation."""
+service above it, the tick feed for resting paper orders, and periodic reconciliation.
+
+The order guard's first price source is the engine (:meth:`EngineQuotes.live_price`, a
+look-up with no I/O), so an order on a followed symbol costs no ticker request; the
+broker's REST ticker is its second."""
 
 from __future__ import annotations
 
@@ -58,6 +62,18 @@ class EngineQuotes:
         rules = self._rules[symbol] = SymbolRules.from_exchange_info(entry)
         return rules
 
+    def live_price(self, symbol: str) -> Decimal | None:
+        """The engine's last trade of ``symbol`` while one of its streams is connected, else None.
+
+        A price kept from a stream that has since dropped is not offered: the guard then asks
+        the ticker rather than value an order at a price that may be old.
+        """
+        name = symbol.upper()
+        if not any(key[0] == name and st.live_since is not None for key, st in self.engine.sync.windows.items()):
+            return None
+        last = self.engine.last_price(name)
+        return None if last is None else Decimal(str(last))
+
     async def price(self, symbol: str) -> Decimal | None:
         """The engine's last price; a symbol not followed yet is followed and its first price awaited."""
         last = self.engine.last_price(symbol)
@@ -82,16 +98,30 @@ async def feed_paper_ticks(engine: LiveEngine, broker: PaperBroker) -> None:
         sub.close()
 
 
+def _order_service(
+    broker: Broker, db: Database, quotes: EngineQuotes, trades_log: TradesLog, limits: SafetyLimits
+) -> OrderService:
+    """The order service over any broker, its guard priced by the engine first."""
+    return OrderService(
+        broker,
+        OrderStore(db),
+        audit=trades_log.append,
+        mark_price=quotes.engine.last_price,
+        limits=limits,
+        engine_price=quotes.live_price,
+    )
+
+
 def _exchange_service(
     settings: Settings,
     broker: Broker,
     db: Database,
-    engine: LiveEngine,
+    quotes: EngineQuotes,
     trades_log: TradesLog,
     limits: SafetyLimits,
 ) -> OrderService:
     """The order service over an exchange broker (Binance or ccxt)."""
-    service = OrderService(broker, OrderStore(db), audit=trades_log.append, mark_price=engine.last_price, limits=limits)
+    service = _order_service(broker, db, quotes, trades_log, limits)
     service.unresolved_grace_s = settings.order_unresolved_grace_s
     return service
 
@@ -151,11 +181,11 @@ async def running_orders(
     )
     choice = choose_broker(settings)
     if choice == "binance":
-        async with _binance_orders(settings, engine, db, supervisor, trades_log, limits, session) as service:
+        async with _binance_orders(settings, quotes, db, supervisor, trades_log, limits, session) as service:
             yield service
         return
     if choice == "ccxt":
-        async with _ccxt_orders(settings, engine, db, supervisor, trades_log, limits) as service:
+        async with _ccxt_orders(settings, quotes, db, supervisor, trades_log, limits) as service:
             yield service
         return
     broker = PaperBroker(
@@ -167,13 +197,7 @@ async def running_orders(
         slippage=settings.paper_slippage,
     )
     await broker.start()
-    service = OrderService(
-        broker,
-        OrderStore(db),
-        audit=trades_log.append,
-        mark_price=engine.last_price,
-        limits=limits,
-    )
+    service = _order_service(broker, db, quotes, trades_log, limits)
     await service.reconcile()
     supervisor.start("paper-ticks", lambda: feed_paper_ticks(engine, broker))
     supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
@@ -202,7 +226,7 @@ def broker_readiness(service: OrderService | None) -> list[str]:
 @contextlib.asynccontextmanager
 async def _binance_orders(
     settings: Settings,
-    engine: LiveEngine,
+    quotes: EngineQuotes,
     db: Database,
     supervisor: Supervisor,
     trades_log: TradesLog,
@@ -213,7 +237,7 @@ async def _binance_orders(
     assert keys is not None
     broker = BinanceBroker(api_key=keys[0], api_secret=keys[1], rest_url=settings.binance_rest_url)
     try:
-        service = _exchange_service(settings, broker, db, engine, trades_log, limits)
+        service = _exchange_service(settings, broker, db, quotes, trades_log, limits)
         await _first_reconcile(service, before=broker.sync_time)
         stream = UserStream(
             session,
@@ -237,7 +261,7 @@ async def _binance_orders(
 @contextlib.asynccontextmanager
 async def _ccxt_orders(
     settings: Settings,
-    engine: LiveEngine,
+    quotes: EngineQuotes,
     db: Database,
     supervisor: Supervisor,
     trades_log: TradesLog,
@@ -263,7 +287,7 @@ async def _ccxt_orders(
         ) from exc
     broker = CcxtBroker(exchange)
     try:
-        service = _exchange_service(settings, broker, db, engine, trades_log, limits)
+        service = _exchange_service(settings, broker, db, quotes, trades_log, limits)
         await _first_reconcile(service)
         supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
         log.info("broker_ready", broker=broker.name, sandbox=not settings.live and urls is None)

@@ -12,7 +12,7 @@ import pytest
 
 from brokers.binance_broker import BinanceBroker
 from brokers.binance_user_stream import UserStream, UserStreamEnded
-from brokers.models import RateLimitedError
+from brokers.models import Actor, RateLimitedError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from brokers.simulator.app import RunningSimulator, start_simulator
@@ -46,6 +46,7 @@ async def service(sim: RunningSimulator) -> AsyncIterator[OrderService]:
 
 
 BUY = {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.001}
+ADMIN = Actor(None, admin=True)
 
 
 async def test_a_429_bans_requests_until_retry_after_has_passed(service: OrderService, sim: RunningSimulator) -> None:
@@ -124,7 +125,7 @@ async def test_fills_during_a_user_stream_outage_are_recovered(service: OrderSer
             sim.exchange.trade("BTCUSDT", 63000.0, 0.01)  # all three fill while the stream is down
             async with asyncio.timeout(10):
                 await subscribed.wait()  # reconnected, resubscribed, reconciled
-            states = {o["id"]: o["state"] for o in await service.get_orders("all")}
+            states = {o["id"]: o["state"] for o in await service.get_orders("all", actor=ADMIN)}
             assert [states[i] for i in ids] == ["Filled"] * 3
             fills = await service.store.fills(broker.name, "BTCUSDT")
             assert len(fills) == len(sim.exchange.account.trades)

@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import pytest
 
 from brokers.filters import SymbolRules
-from brokers.models import BrokerError, ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
+from brokers.models import Actor, BrokerError, ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from config.database import Database
@@ -94,6 +94,7 @@ def service(db: Database, broker: FakeBroker, clock: Clock) -> OrderService:
 
 
 BUY = {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.01}
+ADMIN = Actor(None, admin=True)
 
 
 async def test_a_lost_answer_is_looked_up_by_client_order_id_not_resent(db: Database) -> None:
@@ -114,7 +115,7 @@ async def test_an_order_that_never_arrived_is_rejected_by_reconciliation_after_t
     assert (await svc.reconcile())["rejected"] == 0  # still within the grace period
     clock.now += 60
     assert (await svc.reconcile())["rejected"] == 1
-    orders = await svc.get_orders("all")
+    orders = await svc.get_orders("all", actor=ADMIN)
     assert orders[0]["state"] == "Rejected" and len(broker.placed) == 1
 
 
@@ -152,7 +153,7 @@ async def test_a_rate_limit_rejects_with_retry_after_in_the_error(db: Database) 
     with pytest.raises(RateLimitedError) as info:
         await svc.place_order(BUY)
     assert info.value.code == -32001 and info.value.data == {"retry_after_secs": 13}
-    assert (await svc.get_orders("all"))[0]["state"] == "Rejected"
+    assert (await svc.get_orders("all", actor=ADMIN))[0]["state"] == "Rejected"
 
 
 async def test_a_client_order_id_cannot_be_used_twice(db: Database) -> None:

@@ -1,0 +1,204 @@
+"""OrderGuard: the one gate every order path passes before anything is sent (design.md §8 guard rails).
+
+:meth:`OrderGuard.admit` takes an :class:`~brokers.models.OrderRequest` (its ``owner`` included)
+and either records it as an intent (PENDING_SUBMIT) or refuses it, in this order:
+
+1. the operator's allow-list (``trading_allowed_symbols``);
+2. the symbol is listed and trading on the venue;
+3. the exchange filters (price tick and range, LOT_SIZE, minimum notional), exact decimals;
+4. a reference price: the engine's last trade on a live stream first, the venue's ticker
+   second, else the order is refused — a missing price never values an order at zero;
+5. the order's value: a market order at the reference price (or its quote quantity), a
+   limit order at the larger of its limit price and the reference price, so a buy far above
+   the market or a sell far below it cannot pass as small;
+6. the per-order limit (``trading_max_order_notional``);
+7. the daily limit (``trading_max_daily_notional``) checked and the intent inserted in one
+   database transaction (:func:`brokers.order_store.admit_in`), so concurrent orders are
+   serialized and cannot all pass a limit only one fits under.
+
+Every check fails closed: when one cannot be evaluated the order is refused with a message
+naming the reason and the fix.  The tool calls it today; alert actions, schedules, brackets
+and OCO legs (design.md §8) call the same method.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+import structlog
+
+from brokers.filters import FilterError, SymbolRules
+from brokers.models import BrokerError, OrderRequest, RateLimitedError
+from brokers.order_args import OrderInputError
+from brokers.order_args import plain_decimal as plain
+from brokers.order_store import OrderStore
+
+log = structlog.get_logger(__name__)
+
+EnginePrice = Callable[[str], Decimal | None]
+"""The engine's last trade price of a symbol on a live stream, or None (no I/O: a dictionary look-up)."""
+TickerPrice = Callable[[str], Awaitable[Decimal | None]]
+"""The venue's REST ticker price; raises BrokerError when the request fails."""
+RulesLookup = Callable[[str], Awaitable[SymbolRules | None]]
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyLimits:
+    """The operator's guard rails (config)."""
+
+    max_order_notional: Decimal | None = Decimal("10000")
+    max_daily_notional: Decimal | None = Decimal("50000")
+    allowed_symbols: frozenset[str] = frozenset()
+    """Empty: every symbol the exchange lists."""
+
+
+class OrderRefused(OrderInputError):
+    """The guard refused the order: nothing was recorded and nothing was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReferencePrice:
+    price: Decimal
+    source: Literal["engine", "ticker"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An order recorded as an intent, ready to send."""
+
+    request: OrderRequest
+    notional: Decimal
+    reference: ReferencePrice
+    rules: SymbolRules
+
+
+def _usable(price: Decimal | None) -> bool:
+    """A price the limits can be evaluated with: present, finite and positive."""
+    return price is not None and price.is_finite() and price > 0
+
+
+def order_value(req: OrderRequest, market: Decimal) -> Decimal:
+    """What an order is worth for the limits: see the module docstring, step 5."""
+    if req.quote_quantity is not None:
+        return req.quote_quantity
+    assert req.quantity is not None
+    if req.type == "MARKET" or req.price is None:
+        return req.quantity * market
+    return req.quantity * max(req.price, market)
+
+
+class OrderGuard:
+    """Admits orders for one broker account: checks, values and records them (or refuses)."""
+
+    def __init__(
+        self,
+        store: OrderStore,
+        broker_name: str,
+        *,
+        rules: RulesLookup,
+        ticker: TickerPrice,
+        engine_price: EnginePrice | None = None,
+        limits: SafetyLimits | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.broker_name = broker_name
+        self._rules = rules
+        self._ticker = ticker
+        self._engine_price = engine_price
+        self.limits = limits or SafetyLimits()
+        self._clock = clock
+
+    async def rules(self, symbol: str) -> SymbolRules:
+        rules = await self._rules(symbol)
+        if rules is None or rules.status != "TRADING":
+            raise OrderInputError(f"invalid symbol: {symbol} is not a tradable symbol on this exchange", code=-32003)
+        return rules
+
+    async def reference_price(self, symbol: str) -> ReferencePrice:
+        """The engine's live last trade, else the venue's ticker, else :class:`OrderRefused`.
+
+        A rate-limit ban on the ticker is passed on as it is (RateLimitedError carries the wait).
+        """
+        engine = None if self._engine_price is None else self._engine_price(symbol)
+        if _usable(engine):
+            assert engine is not None
+            return ReferencePrice(engine, "engine")
+        why = "the engine has no live trade for it yet" if self._engine_price is not None else "no engine price"
+        try:
+            ticker = await self._ticker(symbol)
+        except RateLimitedError:
+            raise
+        except BrokerError as exc:
+            log.warning("order_price_unavailable", symbol=symbol, error=str(exc))
+            raise OrderRefused(
+                f"order refused: no price for {symbol} ({why} and the ticker request failed: {exc}); "
+                "retry when market data is back"
+            ) from None
+        if not _usable(ticker):
+            raise OrderRefused(
+                f"order refused: no price for {symbol} ({why} and the ticker gave no price); "
+                "retry when market data is back"
+            )
+        assert ticker is not None
+        return ReferencePrice(ticker, "ticker")
+
+    async def admit(self, req: OrderRequest) -> Admitted:
+        """Check, value and record ``req`` as an intent (PENDING_SUBMIT); raises OrderInputError/OrderRefused."""
+        allowed = self.limits.allowed_symbols
+        if allowed and req.symbol not in allowed:
+            raise OrderRefused(
+                f"order refused: {req.symbol} is not in the allowed symbols ({', '.join(sorted(allowed))}); "
+                "the operator sets trading_allowed_symbols"
+            )
+        rules = await self.rules(req.symbol)
+        market = req.type == "MARKET"
+        try:
+            if req.price is not None:
+                rules.check_price(req.price)
+            if req.quantity is not None:
+                rules.check_quantity(req.quantity, market=market)
+        except FilterError as exc:
+            raise OrderInputError(str(exc)) from None
+        ref = await self.reference_price(req.symbol)
+        if req.quantity is not None:
+            try:
+                rules.check_notional(req.quantity, req.price if req.price is not None else ref.price, market=market)
+            except FilterError as exc:
+                raise OrderInputError(str(exc)) from None
+        notional = order_value(req, ref.price)
+        cap = self.limits.max_order_notional
+        if cap is not None and notional > cap:
+            raise OrderRefused(
+                f"order refused: order value {plain(notional)} exceeds the per-order limit {plain(cap)} "
+                f"(valued at {self._valued_at(req, ref)}); lower the quantity, or the operator raises "
+                "trading_max_order_notional"
+            )
+        daily = self.limits.max_daily_notional
+        now = self._clock()
+        admission = await self.store.admit_intent(
+            self.broker_name, req, notional, now, daily_limit=daily, since=now - DAY_S
+        )
+        if admission.duplicate:
+            raise OrderRefused(f"client_order_id {req.client_order_id} was already used; choose another")
+        if not admission.recorded:
+            assert daily is not None
+            raise OrderRefused(
+                f"order refused: order value {plain(notional)} would take today's traded value to "
+                f"{plain(admission.used + notional)}, over the daily limit {plain(daily)}; wait until earlier "
+                "orders are more than 24 hours old, or the operator raises trading_max_daily_notional"
+            )
+        return Admitted(req, notional, ref, rules)
+
+    def _valued_at(self, req: OrderRequest, ref: ReferencePrice) -> str:
+        if req.quote_quantity is not None:
+            return "its quote quantity"
+        if req.type != "MARKET" and req.price is not None and req.price >= ref.price:
+            return f"its limit price {plain(req.price)}"
+        return f"the market price {plain(ref.price)} ({ref.source})"
