@@ -1,4 +1,7 @@
-"""``chartgen token create NAME | list | revoke ID_OR_NAME``: personal access tokens.
+"""``chartgen token create NAME [--scope charts,alerts] | list | revoke ID_OR_NAME``: personal access tokens.
+
+A new token gets the scopes ``charts,alerts`` unless ``--scope`` says otherwise: trading
+(``trade``) and ``admin`` are granted explicitly.
 
 Works on the data dir's database while the daemon runs (SQLite WAL); a new token is
 usable at once and a revoked one is refused on its next request.  The token text is
@@ -18,6 +21,7 @@ from config import load_settings
 from config.database import DatabaseError
 from daemon.database import open_database
 from daemon.logging import configure_logging
+from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, SCOPE_ORDER, ScopeError, format_scopes, parse_scopes
 from mcp_bridge.tokens import TokenError, TokenStore
 
 
@@ -28,6 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a token and print it once")
     create.add_argument("name", help="a label for the token, e.g. claude-desktop")
+    create.add_argument(
+        "--scope",
+        default=format_scopes(DEFAULT_TOKEN_SCOPES),
+        help=f"what the token may do, comma-separated from {', '.join(SCOPE_ORDER)} "
+        f"(default {format_scopes(DEFAULT_TOKEN_SCOPES)}; trading needs trade)",
+    )
     sub.add_parser("list", help="list tokens (never their text)")
     revoke = sub.add_parser("revoke", help="revoke a token by id, or every active token with a name")
     revoke.add_argument("id_or_name")
@@ -39,20 +49,27 @@ def _when(ts: float | None) -> str:
 
 
 async def _run(ns: argparse.Namespace) -> int:
+    # a bad scope list fails before the database is opened
+    scopes = parse_scopes(ns.scope) if ns.action == "create" else frozenset()
     settings = load_settings({"data_dir": ns.data_dir}, ns.config)
     configure_logging("warning", settings.log_format)  # stdout carries the token only
     async with open_database(settings) as db:
         tokens = TokenStore(db)
         if ns.action == "create":
-            token, info = await tokens.create(ns.name)
+            token, info = await tokens.create(ns.name, scopes=scopes)
             print(token)
-            print(f"created {info.id} ({info.name}); this is the only time the token is shown.", file=sys.stderr)
+            print(
+                f"created {info.id} ({info.name}, scopes {format_scopes(info.scopes)}); "
+                "this is the only time the token is shown.",
+                file=sys.stderr,
+            )
         elif ns.action == "list":
             rows = await tokens.list()
-            print(f"{'ID':<22} {'NAME':<24} {'KIND':<6} {'CREATED':<21} {'STATUS'}")
+            print(f"{'ID':<22} {'NAME':<24} {'KIND':<6} {'SCOPES':<25} {'CREATED':<21} {'STATUS'}")
             for t in rows:
                 status = "active" if t.active else ("revoked " + _when(t.revoked_at) if t.revoked_at else "expired")
-                print(f"{t.id:<22} {t.name[:24]:<24} {t.kind:<6} {_when(t.created_at):<21} {status}")
+                shown = format_scopes(t.scopes) or "-"
+                print(f"{t.id:<22} {t.name[:24]:<24} {t.kind:<6} {shown:<25} {_when(t.created_at):<21} {status}")
         else:
             for t in await tokens.revoke(ns.id_or_name):
                 print(f"revoked {t.id} ({t.name})")
@@ -63,6 +80,6 @@ def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
     try:
         return asyncio.run(_run(ns))
-    except (TokenError, DatabaseError) as exc:
+    except (TokenError, ScopeError, DatabaseError) as exc:
         print(f"chartgen token: error: {exc}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 Over HTTP the principal comes from the bearer token the request was authenticated with
 (the HTTP layer stores it in the ASGI scope under :data:`SCOPE_KEY`); a stdio session is
 one client with the fixed principal ``stdio``.  Tool handlers read it with
-:func:`current_principal`; the server sets it around each call.
+:func:`current_principal`, and the caller's scopes (:mod:`mcp_bridge.scopes`) with
+:func:`current_scopes`; the server binds both around each call.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.tokens import STDIO_PRINCIPAL
 
 SCOPE_KEY = "chartgen.principal"
@@ -42,6 +44,20 @@ def principal_of(ctx: Any) -> str | None:
     return None
 
 
+def scopes_of(ctx: Any) -> frozenset[str] | None:
+    """The scopes of an SDK request context: stdio's are all of them; an HTTP request's are its
+    bearer token's; None for an HTTP request that carried no bearer (the HTTP layer lets only
+    ``initialize`` and ``tools/list`` through without one while authentication is on)."""
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return ALL_SCOPES
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        value = scope.get(SCOPES_KEY)
+        return value if isinstance(value, frozenset) else None
+    return None
+
+
 def current_principal() -> str | None:
     """The principal of the tool call being served (None: an unauthenticated HTTP caller)."""
     return _principal.get()
@@ -55,14 +71,14 @@ def reset_principal(token: contextvars.Token[str | None]) -> None:
     _principal.reset(token)
 
 
-ALL_SCOPES = frozenset({"charts", "alerts", "trade", "admin"})
-"""Every scope a token can carry (stdio's one local client holds them all)."""
-
-_scopes: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("chartgen_scopes", default=ALL_SCOPES)
+_scopes: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("chartgen_scopes", default=frozenset())
 
 
 def current_scopes() -> frozenset[str]:
-    """The scopes of the tool call being served (the server binds them around each call)."""
+    """The scopes of the tool call being served (the server binds them around each call).
+
+    Outside a bound call there are none: code that forgets to bind fails closed.
+    """
     return _scopes.get()
 
 

@@ -5,6 +5,11 @@ the argument handling must follow chartgen's wire contract: lenient aliases, cha
 exact isError texts, and our own validation messages rather than the SDK's.
 Every tool call is logged with a request id, its duration and outcome (never the argument
 values, which may be large or private).
+
+Scopes (:mod:`mcp_bridge.scopes`): ``tools/list`` with a bearer offers only the tools the
+token's scopes allow (without one — chartgen's clients list tools unauthenticated — all of
+them); a call outside the scopes is refused with an isError result naming the missing scope,
+on the SDK path and the session-less fast path alike, before the handler runs.
 """
 
 from __future__ import annotations
@@ -22,8 +27,17 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_bridge.errors import ToolError
-from mcp_bridge.identity import Caller, bind_principal, principal_of, reset_principal
+from mcp_bridge.identity import (
+    Caller,
+    bind_principal,
+    bind_scopes,
+    principal_of,
+    reset_principal,
+    reset_scopes,
+    scopes_of,
+)
 from mcp_bridge.prompts import PROMPTS, get_prompt
+from mcp_bridge.scopes import ADMIN, ALL_SCOPES, allows, refusal
 from mcp_bridge.session_push import SessionPush
 from mcp_bridge.tokens import STDIO_PRINCIPAL
 from mcp_bridge.tool_specs import TOOLS
@@ -48,8 +62,20 @@ def storage_message(tool: str, exc: sqlite3.OperationalError, request_id: str) -
     )
 
 
+UNAUTHENTICATED_SCOPES = ALL_SCOPES - {ADMIN}
+"""The scopes of an HTTP call without a bearer: only possible on an app built without
+authentication (the daemon always authenticates tools/call), which serves anyone alike."""
+
+
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def tools_for(scopes: frozenset[str] | None) -> list[types.Tool]:
+    """tools/list for a caller: every tool without a bearer (None), else those its scopes allow."""
+    if scopes is None or ADMIN in scopes:
+        return list(TOOLS)
+    return [t for t in TOOLS if allows(scopes, t.name)]
 
 
 class ToolRouter:
@@ -70,7 +96,11 @@ class ToolRouter:
             self.session_push.attach(ctx, STDIO_PRINCIPAL)
 
     async def call(
-        self, name: str, arguments: dict[str, Any] | None, principal: str | None = STDIO_PRINCIPAL
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        principal: str | None = STDIO_PRINCIPAL,
+        scopes: frozenset[str] = ALL_SCOPES,
     ) -> types.CallToolResult:
         handler = self.handlers.get(name)
         if handler is None:
@@ -79,8 +109,12 @@ class ToolRouter:
         started = time.perf_counter()
         outcome = "ok"
         bound = bind_principal(principal)
+        bound_scopes = bind_scopes(scopes)
         with structlog.contextvars.bound_contextvars(request_id=request_id, tool=name):
             try:
+                if not allows(scopes, name):
+                    outcome = "forbidden"
+                    return _error(refusal(name, scopes))
                 content = await handler(self.services, dict(arguments or {}))
                 return types.CallToolResult(content=list(content))
             except ToolError as exc:
@@ -101,6 +135,7 @@ class ToolRouter:
                 log.exception("tool_failed")
                 return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
             finally:
+                reset_scopes(bound_scopes)
                 reset_principal(bound)
                 elapsed = time.perf_counter() - started
                 log.info("tool_call", principal=principal, outcome=outcome, duration_ms=round(elapsed * 1000, 2))
@@ -129,7 +164,10 @@ class ToolRouter:
         name, args = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str) or name not in self.handlers or not isinstance(args, dict):
             return None
-        result = await self.call(name, args, caller.principal if caller is not None else None)
+        if caller is None:
+            result = await self.call(name, args, None, UNAUTHENTICATED_SCOPES)
+        else:
+            result = await self.call(name, args, caller.principal, caller.scopes)
         raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return {"jsonrpc": "2.0", "id": req_id, "result": serialize_server_result("tools/call", version, raw)}
 
@@ -140,11 +178,14 @@ def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         router.attach_session(ctx)
-        return types.ListToolsResult(tools=list(TOOLS))
+        return types.ListToolsResult(tools=tools_for(scopes_of(ctx)))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         router.attach_session(ctx)
-        return await router.call(params.name, params.arguments, principal_of(ctx))
+        scopes = scopes_of(ctx)
+        return await router.call(
+            params.name, params.arguments, principal_of(ctx), UNAUTHENTICATED_SCOPES if scopes is None else scopes
+        )
 
     prompt_handlers: dict[str, Any] = {}
     data = services.prompts

@@ -2,7 +2,8 @@
 
 Every request carries a bearer token; reading it from SQLite costs a hop to the database
 thread (~0.3 ms under load).  Verified tokens are kept in memory by their SHA-256 (never the
-token text) and still checked for expiry on each use.  A revocation anywhere — `chartgen
+token text), with everything the store returned for them (principal, scopes, expiry), and
+still checked for expiry on each use.  A revocation anywhere — `chartgen
 token revoke` in another process, OAuth's /revoke, a replayed code or refresh token — replaces
 a small marker file next to the database (``chartgen.db-tokens``); each check compares the
 marker's identity (one ``stat``) and drops the whole cache when it changed, so the next request

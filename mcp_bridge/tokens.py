@@ -7,6 +7,10 @@ access token the principal is the token's own id; OAuth will give all tokens of 
 the same principal, so a refreshed token keeps its alerts.  Revocation and expiry take
 effect on the next request: verified tokens are cached in memory, and every revocation drops
 that cache in every process through a marker file (:mod:`mcp_bridge.token_cache`).
+
+Every token carries scopes (:mod:`mcp_bridge.scopes`), stored space-separated in the
+``scopes`` column; tokens created before the column existed were migrated to
+``charts alerts trade`` (what they could do then), and a row without scopes grants nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +18,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config.database import Database, Migrations
+from mcp_bridge.scopes import (
+    DEFAULT_TOKEN_SCOPES,
+    MIGRATED_SCOPES,
+    ScopeError,
+    from_stored,
+    parse_scopes,
+    to_stored,
+)
 from mcp_bridge.token_cache import VerifiedTokenCache, signal_revocation
 
 TOKEN_PREFIX = "cg_pat_"
@@ -43,6 +56,13 @@ MIGRATIONS = Migrations(
             CREATE INDEX access_tokens_principal ON access_tokens (principal)
             """,
         ),
+        (
+            2,
+            f"""
+            ALTER TABLE access_tokens ADD COLUMN scopes TEXT;
+            UPDATE access_tokens SET scopes = '{to_stored(MIGRATED_SCOPES)}'
+            """,
+        ),
     ),
 )
 
@@ -59,11 +79,8 @@ class TokenInfo:
     expires_at: float | None
     revoked_at: float | None
     last_used_at: float | None
-
-    @property
-    def scopes(self) -> frozenset[str]:
-        """The scopes this token grants (placeholder until tokens store their scopes)."""
-        return frozenset({"charts", "alerts", "trade"})
+    scopes: frozenset[str]
+    """What the token may do (:mod:`mcp_bridge.scopes`)."""
 
     @property
     def active(self) -> bool:
@@ -78,6 +95,11 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def parse_scope_list(scopes: Iterable[str]) -> frozenset[str]:
+    """The scope set of ``scopes`` (names); :class:`ScopeError` for an unknown name or an empty list."""
+    return parse_scopes(" ".join(scopes))
+
+
 def _info(row: object) -> TokenInfo:
     r = dict(row)  # type: ignore[call-overload]
     return TokenInfo(
@@ -89,6 +111,7 @@ def _info(row: object) -> TokenInfo:
         expires_at=r["expires_at"],
         revoked_at=r["revoked_at"],
         last_used_at=r["last_used_at"],
+        scopes=from_stored(r["scopes"]),
     )
 
 
@@ -100,23 +123,50 @@ class TokenStore:
         self.cache: VerifiedTokenCache[TokenInfo] = VerifiedTokenCache(db.path)
 
     async def create(
-        self, name: str, *, kind: str = "pat", principal: str | None = None, ttl_s: float | None = None
+        self,
+        name: str,
+        *,
+        kind: str = "pat",
+        principal: str | None = None,
+        ttl_s: float | None = None,
+        scopes: Iterable[str] = DEFAULT_TOKEN_SCOPES,
     ) -> tuple[str, TokenInfo]:
         """A new token: returns (token text — show it once, its info)."""
         name = name.strip()
         if not name or len(name) > 64 or not name.isprintable():
             raise TokenError("token name must be 1-64 printable characters, e.g. 'laptop' or 'claude-desktop'")
+        try:
+            granted = parse_scope_list(scopes)
+        except ScopeError as exc:
+            raise TokenError(str(exc)) from None
         token_id = "tok_" + secrets.token_hex(8)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         now = time.time()
         info = TokenInfo(
-            token_id, name, kind, principal or token_id, now, None if ttl_s is None else now + ttl_s, None, None
+            token_id,
+            name,
+            kind,
+            principal or token_id,
+            now,
+            None if ttl_s is None else now + ttl_s,
+            None,
+            None,
+            granted,
         )
         async with self.db.transaction() as tx:
             await tx.execute(
-                "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (info.id, info.name, info.kind, info.principal, hash_token(token), info.created_at, info.expires_at),
+                "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at, scopes)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    info.id,
+                    info.name,
+                    info.kind,
+                    info.principal,
+                    hash_token(token),
+                    info.created_at,
+                    info.expires_at,
+                    to_stored(granted),
+                ),
             )
         return token, info
 
@@ -145,7 +195,7 @@ class TokenStore:
     async def revoke(self, id_or_name: str) -> list[TokenInfo]:
         """Revoke the token with this id, or every active token with this name; returns what was revoked."""
         now = time.time()
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             async with tx.execute(
                 "SELECT * FROM access_tokens WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
                 (id_or_name, id_or_name),

@@ -2,23 +2,31 @@
 
 Server-rendered HTML with one form; it works without JavaScript.  The consent request id
 in the form is a 256-bit secret bound to the parked authorization, so it doubles as the
-CSRF token.  The page cannot be framed (``frame-ancestors 'none'``) and runs no script.
-Wrong passphrases count against the client IP; past the limit the page answers 429.
+CSRF token; on top of it a POST whose ``Origin`` is not this server's own, or whose
+``Sec-Fetch-Site`` is neither ``same-origin`` nor ``none``, is refused before anything is
+read.  The page cannot be framed (``frame-ancestors 'none'``) and runs no script.
+
+The scopes the client asked for are checkboxes the operator may untick (:func:`.provider.consent_choices`
+says which are offered and pre-ticked); the page names the bare host the code will be sent
+to.  Passphrase attempts are limited per client address and globally (:mod:`.attempts`).
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import structlog
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from mcp_bridge.oauth.attempts import PassphraseAttempts, TooManyAttempts
 from mcp_bridge.oauth.passphrase import check_passphrase_async
-from mcp_bridge.oauth.provider import ChartgenOAuthProvider
-from mcp_bridge.rate_limit import IpLimiter
+from mcp_bridge.oauth.provider import ChartgenOAuthProvider, consent_choices
+from mcp_bridge.scopes import DESCRIPTIONS, TRADE
 
 log = structlog.get_logger(__name__)
 
@@ -27,9 +35,13 @@ PassphraseHash = Callable[[], Awaitable[str | None]]
 _HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # not no-referrer: under it browsers send "Origin: null" with the form's POST; same-origin
+    # still keeps the page's URL (with its request id) from every other site
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+
+ALLOWED_FETCH_SITES = frozenset({"same-origin", "none"})
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -39,15 +51,19 @@ body{{font:16px system-ui,sans-serif;background:#131722;color:#d1d4dc;
 display:flex;justify-content:center;padding:3em 1em}}
 main{{max-width:28em;background:#1e222d;padding:2em;border-radius:8px}}
 h1{{font-size:1.3em;margin-top:0}} .warn{{color:#ef5350}}
+fieldset{{border:1px solid #363a45;margin:0 0 1em}} fieldset label{{display:block;margin:.3em 0}}
 input[type=password]{{width:100%;padding:.5em;margin:.5em 0 1em;box-sizing:border-box}}
 button{{padding:.6em 1.2em;margin-right:.5em}} code{{color:#26a69a}}
 </style></head><body><main>
 <h1>Authorize <code>{client}</code>?</h1>
-<p>This client asks to use the chartgen tools on this server — charts, alerts <b>and orders</b>.
+<p>This client asks to use the chartgen tools on this server.
 After approval it will be sent back to <code>{redirect_host}</code>.</p>
 {error}
 <form method="post" action="{action}">
 <input type="hidden" name="request" value="{request}">
+<fieldset><legend>Allow it to use</legend>
+{scopes}
+</fieldset>
 <label for="passphrase">Operator passphrase</label>
 <input type="password" id="passphrase" name="passphrase" autocomplete="current-password" autofocus>
 <button type="submit" name="decision" value="approve">Approve</button>
@@ -55,25 +71,94 @@ After approval it will be sent back to <code>{redirect_host}</code>.</p>
 </form></main></body></html>
 """
 
+_SCOPE_BOX = (
+    '<label><input type="checkbox" name="scope" value="{name}" id="scope-{name}"{checked}> '
+    "<b>{name}</b> — {description}</label>"
+)
 
-def _page(client: str, redirect_uri: str, request_id: str, action: str, error: str | None, status: int) -> Response:
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A parked authorization as the page shows it."""
+
+    client: str
+    redirect_uri: str
+    offered: list[str]
+    prechecked: frozenset[str]
+
+
+def redirect_host(uri: str) -> str:
+    """The bare host (and port) the code goes to: no user name, path or query to mislead the reader."""
+    try:
+        parsed = urlparse(uri)
+        host, port = parsed.hostname or "", parsed.port
+    except ValueError:
+        return "(invalid redirect URI)"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
+
+
+def _page(p: Pending, request_id: str, action: str, error: str | None, status: int, ticked: frozenset[str]) -> Response:
+    boxes = "\n".join(
+        _SCOPE_BOX.format(
+            name=html.escape(name),
+            checked=" checked" if name in ticked else "",
+            description=html.escape(DESCRIPTIONS.get(name, name))
+            + (" <b>(places real orders)</b>" if name == TRADE else ""),
+        )
+        for name in p.offered
+    )
     body = _PAGE.format(
-        client=html.escape(client),
-        redirect_host=html.escape(urlparse(redirect_uri).netloc),
+        client=html.escape(p.client),
+        redirect_host=html.escape(redirect_host(p.redirect_uri)),
         request=html.escape(request_id),
         action=html.escape(action),
+        scopes=boxes,
         error=f'<p class="warn">{html.escape(error)}</p>' if error else "",
     )
     return HTMLResponse(body, status_code=status, headers=_HEADERS)
 
 
-def _message(text: str, status: int) -> Response:
+def _message(text: str, status: int, headers: dict[str, str] | None = None) -> Response:
     body = f'<!doctype html><meta charset="utf-8"><title>chartgen</title><p>{html.escape(text)}</p>'
-    return HTMLResponse(body, status_code=status, headers=_HEADERS)
+    return HTMLResponse(body, status_code=status, headers={**_HEADERS, **(headers or {})})
 
 
 def client_ip(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, the default port left out (how browsers send ``Origin``)."""
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    host = (parsed.hostname or "").lower()
+    shown = f"[{host}]" if ":" in host else host
+    port = parsed.port
+    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+        return f"{scheme}://{shown}"
+    return f"{scheme}://{shown}:{port}"
+
+
+def cross_site_problem(request: Request, own_origin: str) -> str | None:
+    """Why a consent POST looks cross-site (None: it does not): a foreign Origin or Sec-Fetch-Site.
+
+    ``Origin: null`` (a browser hiding the origin, or a sandboxed frame) passes only when the
+    browser also says ``Sec-Fetch-Site: same-origin``.
+    """
+    origin = request.headers.get("origin")
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site.lower() not in ALLOWED_FETCH_SITES:
+        return f"Sec-Fetch-Site is {site!r}"
+    if origin is None:
+        return None
+    if origin == "null":
+        return None if site is not None and site.lower() == "same-origin" else "origin 'null' without Sec-Fetch-Site"
+    try:
+        same = origin_of(origin) == own_origin
+    except ValueError:  # an unparsable port
+        same = False
+    return None if same else f"origin {origin!r} is not this server ({own_origin})"
 
 
 class ConsentPage:
@@ -84,23 +169,25 @@ class ConsentPage:
         provider: ChartgenOAuthProvider,
         passphrase_hash: PassphraseHash,
         *,
-        failures: IpLimiter | None = None,
+        attempts: PassphraseAttempts | None = None,
         action: str = "/oauth/consent",
     ) -> None:
         self.provider = provider
         self.passphrase_hash = passphrase_hash
-        self.failures = failures or IpLimiter(5, 900.0)
+        self.attempts = attempts or PassphraseAttempts()
         self.action = action
+        self.own_origin = origin_of(provider.base_url)
 
-    async def _pending(self, request_id: str) -> tuple[str, str] | None:
-        """(client name, redirect_uri) of a pending request."""
+    async def _pending(self, request_id: str) -> Pending | None:
         pending = await self.provider.store.consent(request_id)
         if pending is None:
             return None
         client_id, params = pending
         client = await self.provider.get_client(client_id)
-        name = (client.client_name if client is not None else None) or client_id
-        return name, params["redirect_uri"]
+        if client is None:  # evicted or expired while the page was open
+            return None
+        offered, prechecked = consent_choices(params.get("scopes"))
+        return Pending(client.client_name or client_id, params["redirect_uri"], offered, prechecked)
 
     async def __call__(self, request: Request) -> Response:
         if request.method == "GET":
@@ -108,37 +195,47 @@ class ConsentPage:
             found = await self._pending(request_id) if request_id else None
             if found is None:
                 return _message("This authorization request is unknown or expired. Start again from your client.", 400)
-            return _page(found[0], found[1], request_id, self.action, None, 200)
+            return _page(found, request_id, self.action, None, 200, found.prechecked)
+        problem = cross_site_problem(request, self.own_origin)
+        if problem is not None:
+            log.warning("oauth_consent_cross_site_refused", reason=problem, ip=client_ip(request))
+            return _message(f"Refused: this form may only be sent from this server's own page ({problem}).", 403)
         form = await request.form()
         request_id = str(form.get("request", ""))
         found = await self._pending(request_id) if request_id else None
         if found is None:
             return _message("This authorization request is unknown, expired or already answered.", 400)
-        name, redirect_uri = found
         if form.get("decision") == "deny":
             target = await self.provider.deny(request_id)
             return RedirectResponse(target, status_code=303) if target else _message("Already answered.", 400)
+        ticked = frozenset(str(v) for v in form.getlist("scope")) & frozenset(found.offered)
+        if not ticked:
+            return _page(found, request_id, self.action, "Tick at least one scope to approve, or Deny.", 400, ticked)
         ip = client_ip(request)
-        wait = self.failures.retry_after(ip)
-        if wait is not None:
-            return _page(
-                name, redirect_uri, request_id, self.action, f"Too many wrong passphrases; wait {wait:.0f} s.", 429
-            )
+        try:
+            attempt = self.attempts.begin(ip)
+        except TooManyAttempts as exc:
+            log.warning("oauth_consent_attempts_limited", ip=ip, everyone=exc.everyone)
+            resp = _page(found, request_id, self.action, str(exc), 429, ticked)
+            resp.headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
+            return resp
         stored = await self.passphrase_hash()
         if stored is None:
+            self.attempts.succeeded(attempt)  # nothing was checked: give the attempt back
             return _page(
-                name,
-                redirect_uri,
+                found,
                 request_id,
                 self.action,
                 "No operator passphrase is set on this server: run `chartgen passphrase set` first.",
                 503,
+                ticked,
             )
         if not await check_passphrase_async(str(form.get("passphrase", "")), stored):
-            self.failures.record(ip)
+            self.attempts.failed(attempt)
             log.warning("oauth_consent_wrong_passphrase", ip=ip)
-            return _page(name, redirect_uri, request_id, self.action, "Wrong passphrase.", 401)
-        target = await self.provider.approve(request_id)
+            return _page(found, request_id, self.action, "Wrong passphrase.", 401, ticked)
+        self.attempts.succeeded(attempt)
+        target = await self.provider.approve(request_id, ticked)
         if target is None:
             return _message("This authorization request was already answered.", 400)
         return RedirectResponse(target, status_code=303)

@@ -5,6 +5,10 @@
 - RFC 9728 ``/.well-known/oauth-protected-resource/mcp``;
 - ``/oauth/consent`` (:mod:`.consent`).
 
+Scopes (:mod:`mcp_bridge.scopes`) are advertised as ``scopes_supported`` in both metadata
+documents and accepted at registration; a client registering without a ``scope`` may ask
+for any of them (the operator decides on the consent page).
+
 Wrappers: every auth endpoint is limited per client IP; on ``/token`` and ``/revoke`` the
 presented client secret is replaced by its SHA-256 before the SDK compares it with the
 stored client record, which only ever holds the hash.
@@ -25,8 +29,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.consent import ConsentPage, PassphraseHash, client_ip
-from mcp_bridge.oauth.provider import CONSENT_PATH, SCOPE, ChartgenOAuthProvider
+from mcp_bridge.oauth.provider import CONSENT_PATH, OAUTH_SCOPES, ChartgenOAuthProvider
 from mcp_bridge.rate_limit import IpLimiter
 from mcp_bridge.tokens import hash_token
 
@@ -131,7 +136,7 @@ def oauth_routes(
     passphrase_hash: PassphraseHash,
     *,
     limiter: IpLimiter | None = None,
-    consent_failures: IpLimiter | None = None,
+    attempts: PassphraseAttempts | None = None,
 ) -> list[BaseRoute]:
     """Every OAuth route, ready to be added to the Starlette app."""
     limiter = limiter or IpLimiter(60, 60.0)
@@ -140,7 +145,7 @@ def oauth_routes(
         provider,  # type: ignore[arg-type]
         issuer_url=AnyHttpUrl(base),
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+            enabled=True, valid_scopes=OAUTH_SCOPES, default_scopes=OAUTH_SCOPES
         ),
         revocation_options=RevocationOptions(enabled=True),
     )
@@ -154,10 +159,10 @@ def oauth_routes(
     routes += create_protected_resource_routes(
         resource_url=AnyHttpUrl(provider.resource_url),
         authorization_servers=[AnyHttpUrl(base)],
-        scopes_supported=[SCOPE],
+        scopes_supported=OAUTH_SCOPES,
         resource_name="chartgen",
     )
-    consent = ConsentPage(provider, passphrase_hash, failures=consent_failures)
+    consent = ConsentPage(provider, passphrase_hash, attempts=attempts)
     routes.append(Route(CONSENT_PATH, endpoint=RateLimited(_asgi(consent), limiter), methods=["GET", "POST"]))
     return routes
 

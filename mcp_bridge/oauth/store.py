@@ -6,6 +6,10 @@ tokens live in the shared ``access_tokens`` table (:mod:`mcp_bridge.tokens`).  S
 is enforced in SQL: a code or a refresh token is consumed by an ``UPDATE … WHERE
 used_at IS NULL`` inside the transaction that issues the new tokens, so two concurrent
 exchanges can never both succeed.
+
+A client row records when a consent for it was first approved (``consented_at``); rows that
+never got one are *pending*: they expire, and a registration evicts the oldest pending ones
+when there are too many (:meth:`OAuthStore.save_client`).
 """
 
 from __future__ import annotations
@@ -64,8 +68,28 @@ MIGRATIONS = Migrations(
             )
             """,
         ),
+        (
+            2,
+            """
+            ALTER TABLE oauth_clients ADD COLUMN consented_at REAL;
+            UPDATE oauth_clients SET consented_at = created_at WHERE client_id IN (
+                SELECT client_id FROM oauth_codes
+                UNION SELECT client_id FROM oauth_refresh_tokens
+                UNION SELECT name FROM access_tokens WHERE kind = 'oauth'
+            );
+            CREATE INDEX oauth_clients_pending ON oauth_clients (created_at) WHERE consented_at IS NULL;
+            UPDATE oauth_refresh_tokens SET scopes = 'charts alerts trade' WHERE scopes = 'mcp'
+            """,
+        ),
     ),
 )
+
+
+async def _delete_pending(tx: Any, where: str, params: tuple[Any, ...]) -> None:
+    """Delete the pending (never-consented) clients matching ``where``, with their parked consents."""
+    selected = f"SELECT client_id FROM oauth_clients WHERE consented_at IS NULL AND {where}"
+    await tx.execute(f"DELETE FROM oauth_consents WHERE client_id IN ({selected})", params)
+    await tx.execute(f"DELETE FROM oauth_clients WHERE client_id IN ({selected})", params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +108,55 @@ class OAuthStore:
         self.db = db
 
     # --- clients ---------------------------------------------------------------------
-    async def save_client(self, client_id: str, info: dict[str, Any], secret_hash: str | None) -> None:
+    async def save_client(
+        self,
+        client_id: str,
+        info: dict[str, Any],
+        secret_hash: str | None,
+        *,
+        pending_ttl_s: float = 3600.0,
+        max_pending: int = 1000,
+    ) -> int:
+        """Store a new (pending) client; returns how many pending clients were evicted to make room.
+
+        In the same transaction, pending clients older than ``pending_ttl_s`` are deleted, and
+        if ``max_pending`` are still left the oldest go, so a registration is never refused
+        for lack of room and junk can only ever push out other junk (or an abandoned attempt).
+        """
+        now = time.time()
         async with self.db.transaction() as tx:
+            await _delete_pending(tx, "created_at < ?", (now - pending_ttl_s,))
+            async with tx.execute("SELECT COUNT(*) FROM oauth_clients WHERE consented_at IS NULL") as cur:
+                row = await cur.fetchone()
+            excess = (int(row[0]) if row is not None else 0) - max_pending + 1
+            if excess > 0:
+                await _delete_pending(
+                    tx,
+                    "client_id IN (SELECT client_id FROM oauth_clients WHERE consented_at IS NULL"
+                    " ORDER BY created_at, rowid LIMIT ?)",
+                    (excess,),
+                )
             await tx.execute(
                 "INSERT INTO oauth_clients (client_id, info, secret_hash, created_at) VALUES (?, ?, ?, ?)",
-                (client_id, json.dumps(info, sort_keys=True), secret_hash, time.time()),
+                (client_id, json.dumps(info, sort_keys=True), secret_hash, now),
             )
+        return max(0, excess)
 
-    async def client(self, client_id: str) -> tuple[dict[str, Any], str | None] | None:
-        row = await self.db.fetchone("SELECT info, secret_hash FROM oauth_clients WHERE client_id = ?", (client_id,))
+    async def client(self, client_id: str, pending_ttl_s: float = 3600.0) -> tuple[dict[str, Any], str | None] | None:
+        """(info, secret hash) of a client that consented once, or is pending and not yet expired."""
+        row = await self.db.fetchone(
+            "SELECT info, secret_hash FROM oauth_clients WHERE client_id = ?"
+            " AND (consented_at IS NOT NULL OR created_at >= ?)",
+            (client_id, time.time() - pending_ttl_s),
+        )
         return None if row is None else (json.loads(row["info"]), row["secret_hash"])
 
-    async def client_count(self) -> int:
-        row = await self.db.fetchone("SELECT COUNT(*) AS n FROM oauth_clients", ())
-        return int(row["n"]) if row is not None else 0
+    async def client_counts(self) -> tuple[int, int]:
+        """(clients that consented once, pending clients)."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(consented_at) AS done, COUNT(*) - COUNT(consented_at) AS pending FROM oauth_clients", ()
+        )
+        return (int(row["done"]), int(row["pending"])) if row is not None else (0, 0)
 
     # --- consent requests ----------------------------------------------------------------
     async def save_consent(self, request_id: str, client_id: str, params: dict[str, Any], ttl_s: float) -> None:
@@ -128,6 +187,10 @@ class OAuthStore:
             )
             if cur.rowcount != 1:
                 return False
+            await tx.execute(
+                "UPDATE oauth_clients SET consented_at = ? WHERE client_id = ? AND consented_at IS NULL",
+                (now, data["client_id"]),
+            )
             await tx.execute("DELETE FROM oauth_codes WHERE expires_at < ?", (now - 3600,))
             await tx.execute(
                 "INSERT INTO oauth_codes (code_hash, client_id, data, expires_at) VALUES (?, ?, ?, ?)",
@@ -154,7 +217,7 @@ class OAuthStore:
 
     async def consume_code(self, code: str, issue: Any) -> Any:
         """Mark ``code`` used and run ``issue(tx)`` in the same transaction; None if it was already used."""
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             cur = await tx.execute(
                 "UPDATE oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL",
                 (time.time(), hash_token(code)),
@@ -201,7 +264,7 @@ class OAuthStore:
 
     async def consume_refresh(self, token: str, issue: Any) -> Any:
         """Rotate: mark ``token`` used and run ``issue(tx)`` in the same transaction; None if no longer active."""
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             cur = await tx.execute(
                 "UPDATE oauth_refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL"
                 " AND revoked_at IS NULL",
@@ -214,7 +277,7 @@ class OAuthStore:
     async def revoke_grant(self, client_id: str) -> None:
         """Revoke every refresh and access token issued to ``client_id``."""
         now = time.time()
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             await tx.execute(
                 "UPDATE oauth_refresh_tokens SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL",
                 (now, client_id),
@@ -226,7 +289,7 @@ class OAuthStore:
         signal_revocation(self.db.path)
 
     async def revoke_access(self, token: str) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             await tx.execute(
                 "UPDATE access_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL",
                 (time.time(), hash_token(token)),
@@ -239,7 +302,7 @@ class OAuthStore:
         return None if row is None else str(row["hash"])
 
     async def set_passphrase_hash(self, value: str) -> None:
-        async with self.db.transaction() as tx:
+        async with self.db.transaction(durable=True) as tx:
             await tx.execute(
                 "INSERT INTO oauth_passphrase (id, hash, set_at) VALUES (1, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, set_at = excluded.set_at",

@@ -67,7 +67,7 @@ async def test_kill_9_while_orders_are_in_flight_never_doubles_or_loses_one(
 ) -> None:
     """20 kills mid-order: reconciliation knows every exchange order; none was placed twice."""
     rng = random.Random(7)
-    token = await create_token(tmp_path, "orders")
+    token = await create_token(tmp_path, "orders", "charts,alerts,trade")
     sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
     seen_on_exchange: set[str] = set()
     for _ in range(KILLS):

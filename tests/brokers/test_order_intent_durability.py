@@ -19,8 +19,7 @@ import pytest
 from brokers.models import OrderRequest
 from brokers.order_store import MIGRATIONS, OrderStore
 from config.database import Database
-
-NORMAL, FULL = 1, 2
+from tests.support.sqlite_trace import FULL, NORMAL, committed_under
 
 
 @pytest.fixture
@@ -31,24 +30,6 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
-
-
-def committed_under(trace: list[str], fragment: str) -> set[int]:
-    """The synchronous levels of the transactions in ``trace`` that ran a statement containing ``fragment``."""
-    mode, inside, hit, out = NORMAL, False, False, set()
-    for sql in trace:
-        text = " ".join(sql.split()).upper()
-        if text.startswith("PRAGMA SYNCHRONOUS ="):
-            mode = FULL if text.endswith("FULL") else NORMAL
-        elif text.startswith("BEGIN"):
-            inside, hit = True, False
-        elif text.startswith("COMMIT") and inside:
-            if hit:
-                out.add(mode)
-            inside = False
-        elif inside and fragment.upper() in text:
-            hit = True
-    return out
 
 
 def order(client_order_id: str) -> OrderRequest:

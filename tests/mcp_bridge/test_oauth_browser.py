@@ -1,6 +1,7 @@
 """The OAuth consent flow end to end in real headless Chromium (Debian's chromium + chromedriver,
-driven by selenium): register → /authorize → consent page → a wrong passphrase refused → the
-right one → redirect to the client's callback with a code → token → tools/call with it.
+driven by selenium): register → /authorize → consent page → untick a scope → a wrong passphrase
+refused → the right one → redirect to the client's callback with a code → token (with the
+narrowed scopes) → tools/call with it.
 
 The page is used as a person would use it: typing into the password field and clicking the
 Approve button, with JavaScript switched off (the consent page must work without it).
@@ -103,14 +104,22 @@ def _answer_consent(driver: webdriver.Chrome, authorize_url: str, callback_url: 
     driver.get(authorize_url)
     field = wait.until(expected_conditions.presence_of_element_located((By.ID, "passphrase")))
     seen.append(driver.find_element(By.TAG_NAME, "body").text)
+    boxes = {b.get_attribute("value"): b.is_selected() for b in driver.find_elements(By.NAME, "scope")}
+    seen.append(",".join(f"{name}={'on' if on else 'off'}" for name, on in boxes.items()))
+    driver.find_element(By.ID, "scope-alerts").click()  # the operator narrows the grant to charts
     field.send_keys("not the operator passphrase")
     driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
     wait.until(expected_conditions.text_to_be_present_in_element((By.TAG_NAME, "body"), "Wrong passphrase"))
     seen.append(driver.find_element(By.TAG_NAME, "body").text)
-    field = driver.find_element(By.ID, "passphrase")
-    field.send_keys(PASSPHRASE)
-    driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
-    wait.until(expected_conditions.url_contains(callback_url))
+    # after a wrong passphrase this address waits about a second: try again while the page says so
+    while True:
+        driver.find_element(By.ID, "passphrase").send_keys(PASSPHRASE)
+        driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
+        wait.until(
+            lambda d: callback_url in d.current_url or "from your address" in d.find_element(By.TAG_NAME, "body").text
+        )
+        if callback_url in driver.current_url:
+            break
     seen.append(driver.current_url)
     return seen
 
@@ -148,13 +157,14 @@ async def test_consent_flow_in_headless_chromium(daemon: DaemonProc, tmp_path: P
 
             driver = await asyncio.to_thread(browser, binary, driver_path, tmp_path / "chromium-profile")
             try:
-                first_page, after_wrong, final_url = await asyncio.to_thread(
+                first_page, boxes, after_wrong, final_url = await asyncio.to_thread(
                     answer_consent, driver, authorize_url, callback.url
                 )
             finally:
                 await asyncio.to_thread(driver.quit)
 
             assert "Browser Test Client" in first_page
+            assert boxes == "charts=on,alerts=on,trade=off"  # asked for nothing: trading is offered, not ticked
             assert urlparse(callback.url).netloc in first_page  # the page names where the code will go
             assert "Wrong passphrase" in after_wrong
             async with asyncio.timeout(10):
@@ -175,6 +185,7 @@ async def test_consent_flow_in_headless_chromium(daemon: DaemonProc, tmp_path: P
                 },
             )
             assert token.status_code == 200, token.text
+            assert token.json()["scope"] == "charts"
             access = token.json()["access_token"]
             call = await http.post(
                 daemon.mcp_url,

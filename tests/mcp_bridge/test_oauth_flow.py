@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -23,9 +22,18 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.oauth import PASSPHRASE, pkce, set_passphrase
-
-REDIRECT = "http://localhost:3030/callback"
+from tests.support.oauth import (
+    PASSPHRASE,
+    REDIRECT,
+    authorized,
+    consent,
+    exchange,
+    pkce,
+    refresh,
+    register,
+    set_passphrase,
+    tools_call,
+)
 
 
 @pytest.fixture
@@ -36,94 +44,6 @@ async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
         yield proc
     finally:
         await proc.stop()
-
-
-async def consent(http: httpx2.AsyncClient, authorize_url: str, passphrase: str) -> httpx2.Response:
-    """Follow /authorize to the consent page and answer it; returns the answer to the POST."""
-    first = await http.get(authorize_url)
-    assert first.status_code == 302, first.text
-    page_url = first.headers["location"]
-    page = await http.get(page_url)
-    assert page.status_code == 200 and "Operator passphrase" in page.text
-    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
-    request_id = re.search(r'name="request" value="([^"]+)"', page.text)
-    assert request_id is not None
-    return await http.post(
-        page_url.split("?")[0], data={"request": request_id.group(1), "passphrase": passphrase, "decision": "approve"}
-    )
-
-
-@dataclass
-class Grant:
-    client_id: str
-    client_secret: str
-    code: str
-    verifier: str
-
-
-async def register(http: httpx2.AsyncClient, base: str, redirect: str = REDIRECT) -> httpx2.Response:
-    return await http.post(
-        f"{base}/register",
-        json={
-            "redirect_uris": [redirect],
-            "client_name": "scripted",
-            "grant_types": ["authorization_code", "refresh_token"],
-            "token_endpoint_auth_method": "client_secret_post",
-        },
-    )
-
-
-async def authorized(http: httpx2.AsyncClient, base: str) -> Grant:
-    reg = await register(http, base)
-    assert reg.status_code == 201, reg.text
-    client = reg.json()
-    verifier, challenge = pkce()
-    query = {
-        "response_type": "code",
-        "client_id": client["client_id"],
-        "redirect_uri": REDIRECT,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "st8",
-        "resource": f"{base}/mcp",
-    }
-    answer = await consent(http, f"{base}/authorize?" + "&".join(f"{k}={v}" for k, v in query.items()), PASSPHRASE)
-    assert answer.status_code == 303, answer.text
-    params = parse_qs(urlparse(answer.headers["location"]).query)
-    assert params["state"] == ["st8"]
-    return Grant(client["client_id"], client["client_secret"], params["code"][0], verifier)
-
-
-async def exchange(http: httpx2.AsyncClient, base: str, g: Grant, verifier: str | None = None) -> httpx2.Response:
-    return await http.post(
-        f"{base}/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": g.code,
-            "redirect_uri": REDIRECT,
-            "code_verifier": verifier or g.verifier,
-            "client_id": g.client_id,
-            "client_secret": g.client_secret,
-        },
-    )
-
-
-async def refresh(http: httpx2.AsyncClient, base: str, g: Grant, token: str) -> httpx2.Response:
-    return await http.post(
-        f"{base}/token",
-        data={
-            "grant_type": "refresh_token",
-            "refresh_token": token,
-            "client_id": g.client_id,
-            "client_secret": g.client_secret,
-        },
-    )
-
-
-async def tools_call(http: httpx2.AsyncClient, url: str, token: str | None) -> httpx2.Response:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_indicators", "arguments": {}}}
-    return await http.post(url, json=body, headers=headers)
 
 
 def read_state(data_dir: Path, log_path: Path) -> tuple[bytes, bytes]:

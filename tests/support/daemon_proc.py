@@ -146,8 +146,12 @@ async def _drain(stream: asyncio.StreamReader) -> None:
             pass
 
 
-async def create_token(data_dir: Path, name: str) -> str:
-    """``chartgen token create NAME`` against ``data_dir``; returns the printed token."""
+async def create_token(data_dir: Path, name: str, scopes: str | None = None) -> str:
+    """``chartgen token create NAME [--scope SCOPES]`` against ``data_dir``; returns the printed token.
+
+    Without ``scopes`` the token has the default ``charts,alerts``; a test that trades passes
+    ``"charts,alerts,trade"``.
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -157,6 +161,7 @@ async def create_token(data_dir: Path, name: str) -> str:
         str(data_dir),
         "create",
         name,
+        *(["--scope", scopes] if scopes is not None else []),
         env=clean_env(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
