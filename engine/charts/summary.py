@@ -114,3 +114,24 @@ def summary_payload(
             key: indicator_summary(r, bars, max_signals=max_signals, all_signals=all_signals) for key, r in results
         },
     }
+
+
+def fetched_indicators_payload(
+    bars: Bars,
+    results: list[tuple[str, PanelResult]],
+    *,
+    symbol: str | None,
+    interval: str,
+    max_signals: int | None = 20,
+    all_signals: bool = False,
+) -> dict[str, Any]:
+    """The get_indicators payload computed from fetched bars (not the engine's cache)."""
+    return {
+        "symbol": symbol,
+        "interval": interval,
+        "bars": len(bars),
+        "source": "fetched",
+        "indicators": {
+            key: indicator_summary(r, bars, max_signals=max_signals, all_signals=all_signals) for key, r in results
+        },
+    }

@@ -35,6 +35,35 @@ async def _fetch_one(req: IndicatorRequest, bars: Bars, ctx: ComputeContext, sou
         return ExternalUnavailable(str(exc) or type(exc).__name__)
 
 
+async def fetch_external(
+    requests: Sequence[IndicatorRequest],
+    bars: Bars,
+    *,
+    symbol: str | None,
+    interval: str,
+    sources: Any = None,
+) -> list[Any]:
+    """The external data of each request, fetched concurrently (None for those that fetch nothing)."""
+    base = ComputeContext(symbol=symbol, interval=interval)
+    externals = [i for i, r in enumerate(requests) if r.definition.fetch is not None]
+    fetched: list[Any] = [None] * len(requests)
+    if externals:
+        results = await asyncio.gather(*(_fetch_one(requests[i], bars, base, sources) for i in externals))
+        for i, data in zip(externals, results, strict=True):
+            fetched[i] = data
+    return fetched
+
+
+def compute_fetched(
+    requests: Sequence[IndicatorRequest], bars: Bars, *, symbol: str | None, interval: str, fetched: Sequence[Any]
+) -> list[PanelResult]:
+    """Compute every request with its pre-fetched data (synchronous: CPU only, no I/O; runs in render workers)."""
+    return [
+        r.definition.compute(bars, r.params, ComputeContext(symbol=symbol, interval=interval, external=data))
+        for r, data in zip(requests, fetched, strict=True)
+    ]
+
+
 async def compute_requests(
     requests: Sequence[IndicatorRequest],
     bars: Bars,
@@ -44,17 +73,9 @@ async def compute_requests(
     sources: Any = None,
 ) -> list[tuple[IndicatorRequest, PanelResult]]:
     """Compute every request (fetching external data first) and pair each with its result."""
-    base = ComputeContext(symbol=symbol, interval=interval)
-    externals = [r for r in requests if r.definition.fetch is not None]
-    fetched: dict[int, Any] = {}
-    if externals:
-        results = await asyncio.gather(*(_fetch_one(r, bars, base, sources) for r in externals))
-        fetched = {id(r): data for r, data in zip(externals, results, strict=True)}
-    out: list[tuple[IndicatorRequest, PanelResult]] = []
-    for r in requests:
-        ctx = ComputeContext(symbol=symbol, interval=interval, external=fetched.get(id(r)))
-        out.append((r, r.definition.compute(bars, r.params, ctx)))
-    return out
+    fetched = await fetch_external(requests, bars, symbol=symbol, interval=interval, sources=sources)
+    results = compute_fetched(requests, bars, symbol=symbol, interval=interval, fetched=fetched)
+    return list(zip(requests, results, strict=True))
 
 
 def compute_sync(request: IndicatorRequest, bars: Bars, ctx: ComputeContext | None = None) -> PanelResult:

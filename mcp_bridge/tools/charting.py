@@ -1,4 +1,9 @@
-"""generate_chart, list_indicators and get_indicators (contract §2.1-2.3)."""
+"""generate_chart, list_indicators and get_indicators (contract §2.1-2.3).
+
+A chart that needs a render worker (PNG, ``both``, ``series``, a large summary or
+get_indicators payload) waits for its client's turn (engine.charts.gate); a client with
+too many charts waiting is refused with a retry hint.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ import base64
 from typing import Any
 
 import mcp_types as types
+import structlog
 
+from engine.charts.gate import RenderBusy
 from engine.charts.jsonout import pretty
 from engine.charts.service import ChartRequest
 from engine.indicators.params import IndicatorError
@@ -20,6 +27,10 @@ FORMATS = ("png", "summary", "both", "series")
 SOURCES = ("auto", "binance", "yahoo")
 DEFAULT_CHART_INDICATORS = ["ema_stack", "cipher_b", "macd"]
 MAX_INDICATORS = 24
+RATE_LIMITED = -32001
+"""structuredContent error code of a refused call (with ``retry_after_secs``), as the prompts use."""
+
+log = structlog.get_logger(__name__)
 
 
 def text(payload: Any) -> types.TextContent:
@@ -65,11 +76,13 @@ async def generate_chart(services: Services, args: dict[str, Any]) -> ToolResult
         raise ToolError(f"Failed to fetch data: {exc}") from exc
     except IndicatorError as exc:
         raise ToolError(str(exc)) from exc
+    except RenderBusy as exc:
+        raise _refused("generate_chart", exc) from exc
     content: ToolResult = []
     if out.png is not None:
         content.append(types.ImageContent(data=base64.b64encode(out.png).decode("ascii"), mime_type="image/png"))
-    if out.payload is not None:
-        content.append(text(out.payload))
+    if out.text is not None:
+        content.append(types.TextContent(text=out.text))
     return content
 
 
@@ -97,11 +110,19 @@ async def get_indicators(services: Services, args: dict[str, Any]) -> ToolResult
         if cached is not None:
             return [text(cached)]
     try:
-        payload = await services.charts.indicator_values(
+        payload = await services.charts.indicators_text(
             symbol, interval, requests, bars=bars, source=source, all_signals=all_signals
         )
     except MarketDataError as exc:
         raise ToolError(f"Failed to fetch data: {exc}") from exc
     except IndicatorError as exc:
         raise ToolError(str(exc)) from exc
-    return [text(payload)]
+    except RenderBusy as exc:
+        raise _refused("get_indicators", exc) from exc
+    return [types.TextContent(text=payload)]
+
+
+def _refused(tool: str, exc: RenderBusy) -> ToolError:
+    """A call refused because its client has too many charts waiting (with when to retry)."""
+    log.warning("render_refused", running=exc.running, queued=exc.queued, retry_after_s=exc.retry_after_s)
+    return ToolError(f"{tool} refused: {exc}", code=RATE_LIMITED, data={"retry_after_secs": exc.retry_after_s})
