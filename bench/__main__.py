@@ -19,6 +19,12 @@ from bench.http_tools import run as run_http_benches
 from bench.indicators import bench_all_indicators, bench_engine_set
 from bench.orders import print_table as print_order_table
 from bench.orders import run as run_order_benches
+from bench.render_flood import print_table as print_render_flood_table
+from bench.render_flood import run as run_render_flood
+from bench.set_alert_http import print_table as print_set_alert_table
+from bench.set_alert_http import run as run_set_alert_benches
+from bench.sqlite_durability import print_table as print_durability_table
+from bench.sqlite_durability import run as run_durability_bench
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -46,6 +52,9 @@ def main() -> None:
     results["alerts"] = run_alert_benches()
     results["orders"] = run_order_benches()
     results["http_tools"] = run_http_benches()
+    results["render_flood"] = run_render_flood()
+    results["set_alert_http"] = run_set_alert_benches()
+    results["sqlite_durability"] = run_durability_bench()
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -69,6 +78,12 @@ def main() -> None:
     print_order_table(results["orders"])
     print("\nHTTP tool calls:")
     print_http_table(results["http_tools"])
+    print("\nrendering while another client floods the render pool:")
+    print_render_flood_table(results["render_flood"])
+    print("\nset_alert over HTTP, session-less JSON-RPC:")
+    print_set_alert_table(results["set_alert_http"])
+    print("\nSQLite commit durability (WAL):")
+    print_durability_table(results["sqlite_durability"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")

@@ -79,8 +79,8 @@ class Settings(BaseSettings):
     """How long fetched klines are reused by chart and indicator tools."""
 
     # --- charts ------------------------------------------------------------------------
-    render_workers: int = Field(default=1, ge=1, le=8)
-    """Processes that render PNG charts (rendering never runs on the event loop)."""
+    render_workers: int = Field(default=2, ge=1, le=8)
+    """Processes that build charts (PNG, series); with two or more, one client may use all but one of them."""
     max_renders_per_principal: int = Field(default=2, ge=1, le=64)
     """Charts (PNG or series payloads) one client may have in progress at once; the rest wait their turn."""
     max_bars: int = Field(default=5000, ge=10, le=50000)

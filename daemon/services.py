@@ -27,6 +27,7 @@ from engine.live import LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
+from mcp_bridge.identity import current_principal
 from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
 
@@ -120,7 +121,10 @@ async def chart_service(
             market = EngineFirstBars(engine, market)
         renderer: ChartRenderer
         if render_in_pool:
-            renderer = await stack.enter_async_context(ProcessPoolRenderer(settings.render_workers))
+            pool = ProcessPoolRenderer(
+                settings.render_workers, per_principal=settings.max_renders_per_principal, principal=current_principal
+            )
+            renderer = await stack.enter_async_context(pool)
         else:
             renderer = InlineRenderer()
         yield ChartService(market, renderer, external_sources=external, summary_signals=settings.summary_signals)

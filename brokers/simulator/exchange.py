@@ -6,7 +6,7 @@ the order book and accounts of the trading half attach to the same object.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -50,6 +50,8 @@ class SimExchange:
         self.weights = WeightMeter(config.weight_limit)
         self.hub = StreamHub(self.faults, ping_interval_s=config.ping_interval_s, max_age_s=config.max_connection_age_s)
         self.requests: Counter[str] = Counter()
+        self.order_posts_ns: deque[int] = deque(maxlen=10_000)
+        """When each ``POST /api/v3/order`` arrived (``time.monotonic_ns``, comparable across processes): benchmarks."""
         origin = self.clock.now_ms()
         self.markets: dict[str, Market] = {s.upper(): Market(s.upper(), config.seed, origin) for s in config.symbols}
         self.account = SimAccount(config.balances)
@@ -150,6 +152,7 @@ class SimExchange:
             "balances": {b["asset"]: {"free": b["free"], "locked": b["locked"]} for b in self.account.balances_view()},
             "ws_api": self.ws_api.state(),
             "requests": dict(self.requests),
+            "order_posts_ns": list(self.order_posts_ns),
             "weight_used_1m": self.weights.used(),
             "streams": self.hub.state(),
             "clock_ms": self.now_ms(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,13 +42,12 @@ async def binance_middleware(request: web.Request, handler: Handler) -> web.Stre
         return await handler(request)
     ex = request.app[EXCHANGE_KEY]
     ex.requests[f"{request.method} {request.path}"] += 1
+    if request.method == "POST" and request.path == "/api/v3/order":
+        ex.order_posts_ns.append(time.monotonic_ns())
     fault = ex.faults.take_http_error(request.path)
     if fault is not None:
-        body = {"code": -1003, "msg": "Too many requests; current limit is exceeded. Please use the Retry-After."}
-        if fault.status not in (418, 429):
-            body = {"code": -1000, "msg": "An unknown error occurred while processing the request."}
         headers = {**_weight_headers(ex), "Retry-After": str(fault.retry_after)}
-        return json_response(body, status=fault.status, headers=headers)
+        return json_response(fault.body(), status=fault.status, headers=headers)
     weight = ENDPOINT_WEIGHTS.get(request.path, 1)
     if request.path == "/api/v3/exchangeInfo" and not ("symbol" in request.query or "symbols" in request.query):
         weight = 20

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from brokers.ccxt_broker import CcxtBroker, build_exchange
-from brokers.models import InsufficientBalance
+from brokers.models import Actor, InsufficientBalance, OrderRejected, OrderRequest
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from brokers.simulator.app import RunningSimulator, start_simulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from config.database import Database
+
+ADMIN = Actor(None, admin=True)
 
 
 @pytest.fixture
@@ -54,8 +58,8 @@ async def test_ccxt_broker_places_fills_rests_cancels_and_refuses(service: Order
         {"symbol": "BTCUSDT", "side": "buy", "type": "limit", "quantity": 0.01, "price": 60000}
     )
     assert rest["status"] == "Open"
-    assert await service.cancel_order(rest["order_id"]) == {"ok": True}
-    orders = {o["id"]: o["state"] for o in await service.get_orders("all")}
+    assert await service.cancel_order(rest["order_id"], actor=ADMIN) == {"ok": True}
+    orders = {o["id"]: o["state"] for o in await service.get_orders("all", actor=ADMIN)}
     assert orders == {filled["order_id"]: "Filled", rest["order_id"]: "Cancelled"}
     with pytest.raises(InsufficientBalance):
         await service.place_order({"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1})
@@ -73,7 +77,38 @@ async def test_reconciliation_learns_fills_that_happened_while_nobody_listened(
     )
     sim.exchange.trade("BTCUSDT", 63900.0, 0.01)
     await service.reconcile()
-    states = {o["id"]: o for o in await service.get_orders("all")}
+    states = {o["id"]: o for o in await service.get_orders("all", actor=ADMIN)}
     assert states[rest["order_id"]]["state"] == "Filled" and states[rest["order_id"]]["fill_price"] == 64000.0
     positions = await service.get_positions()
     assert positions[0]["symbol"] == "BTCUSDT" and positions[0]["quantity"] == pytest.approx(0.01 * 0.999)
+
+
+async def test_binance_class_looks_up_by_client_id_buys_by_cost_and_reads_trades_since(
+    service: OrderService, sim: RunningSimulator
+) -> None:
+    """Through ccxt's unified calls: fetch_order by clientOrderId (None when unknown), a quote-amount market
+    buy (create_market_buy_order_with_cost), and fetch_my_trades with ``since`` after the first pass."""
+    broker = service.broker
+    assert isinstance(broker, CcxtBroker)
+    sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    bought = await service.place_order({"symbol": "BTCUSDT", "side": "buy", "type": "market", "quote_quantity": 650})
+    assert bought["status"] == "Filled" and bought["filled_quantity"] == pytest.approx(0.01)
+    found = await broker.query("BTCUSDT", bought["order_id"])
+    assert found is not None and (found.client_order_id, found.status) == (bought["order_id"], "FILLED")
+    assert await broker.query("BTCUSDT", "never-sent-0001") is None
+    with pytest.raises(OrderRejected, match="quote amount only for market buys"):
+        await broker.place(OrderRequest("BTCUSDT", "SELL", "MARKET", "sell-by-cost-1", quote_quantity=Decimal(100)))
+    urls: list[str] = []
+    send = broker.exchange.fetch
+
+    async def spy(url: str, method: str = "GET", headers: Any = None, body: Any = None) -> Any:
+        urls.append(url)
+        return await send(url, method, headers, body)
+
+    broker.exchange.fetch = spy
+    (fill,) = await broker.trades("BTCUSDT", from_id=999)
+    assert (fill.client_order_id, fill.side, fill.quantity) == (bought["order_id"], "BUY", Decimal("0.01"))
+    assert [f.trade_id for f in await broker.trades("BTCUSDT", from_id=999)] == [fill.trade_id]  # stored once anyway
+    first, second = [u for u in urls if "/myTrades" in u]
+    assert "fromId" not in first + second and "startTime" not in first
+    assert f"startTime={fill.time_ms}" in second
