@@ -7,6 +7,13 @@ that falls too far behind is closed rather than silently thinned: the client rec
 with ``Last-Event-ID`` and the store replays what it missed, so nothing is lost.
 Streams report the frames they wrote (:meth:`PushHub.ack`); a background flush marks them
 delivered in the store, which is what separates the offline queue from the replay log.
+
+Streams per principal are bounded when the caller asks (``open(principal, limit=N)``, the
+HTTP layer's ``max_streams_per_principal``): opening one more closes the principal's oldest
+stream (:attr:`PushStream.closed_reason` says why; its writer ends the response).  The oldest
+rather than refusing the new one: a stream whose client vanished without a FIN lingers until
+a write fails, and refusing would lock the token out of notifications meanwhile, whereas a
+live client whose stream was closed simply reconnects with ``Last-Event-ID`` and loses nothing.
 """
 
 from __future__ import annotations
@@ -30,42 +37,60 @@ class PushStream:
     principal: str
     maxsize: int = 10_000
     queue: asyncio.Queue[tuple[int, str] | None] = field(init=False)
-    overflowed: bool = False
+    closed_reason: str | None = None
+    """Why the hub ended this stream ("overflow", "replaced"); None while it is open."""
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue()
 
+    @property
+    def overflowed(self) -> bool:
+        return self.closed_reason == "overflow"
+
     def offer(self, seq: int, data: str) -> None:
-        if self.overflowed:
+        if self.closed_reason is not None:
             return
         if self.queue.qsize() >= self.maxsize:
-            self.overflowed = True
-            self.queue.put_nowait(None)  # tells the writer to end the stream; the client resumes by Last-Event-ID
+            self.end("overflow")
             return
         self.queue.put_nowait((seq, data))
+
+    def end(self, reason: str) -> None:
+        """Tell the writer to end the stream (a None in the queue); the client resumes by Last-Event-ID."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+            self.queue.put_nowait(None)
 
 
 class PushHub:
     """Open streams per principal and the delivered-marks not yet written to the store."""
 
     def __init__(self, mark_delivered: MarkDelivered | None = None, *, stream_queue: int = 10_000) -> None:
-        self._streams: dict[str, set[PushStream]] = defaultdict(set)
+        self._streams: dict[str, dict[PushStream, None]] = defaultdict(dict)  # per principal, oldest first
         self._mark = mark_delivered
         self._acks: dict[str, set[int]] = defaultdict(set)
         self._ack_event = asyncio.Event()
         self._stream_queue = stream_queue
         self.published = 0
 
-    def open(self, principal: str) -> PushStream:
+    def open(self, principal: str, *, limit: int | None = None) -> PushStream:
+        """Register a new stream of ``principal``; past ``limit`` open streams the oldest is ended."""
+        streams = self._streams[principal]
+        if limit is not None:
+            while len(streams) >= max(1, limit):
+                oldest = next(iter(streams))
+                del streams[oldest]
+                oldest.end("replaced")
+                log.info("push_stream_replaced", principal=principal, limit=limit)
         stream = PushStream(principal, self._stream_queue)
-        self._streams[principal].add(stream)
-        log.info("push_stream_opened", principal=principal, streams=len(self._streams[principal]))
+        streams[stream] = None
+        log.info("push_stream_opened", principal=principal, streams=len(streams))
         return stream
 
     def close(self, stream: PushStream) -> None:
         streams = self._streams.get(stream.principal)
         if streams is not None:
-            streams.discard(stream)
+            streams.pop(stream, None)
             if not streams:
                 del self._streams[stream.principal]
         log.info("push_stream_closed", principal=stream.principal)

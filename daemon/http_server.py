@@ -1,12 +1,21 @@
-"""Serving an ASGI app with uvicorn inside the daemon's own event loop."""
+"""Serving an ASGI app with uvicorn inside the daemon's own event loop.
+
+Client addresses behind a reverse proxy: uvicorn's own proxy-header handling
+(``proxy_headers``/``forwarded_allow_ips``, its ``ProxyHeadersMiddleware``) replaces the TCP
+peer by the ``X-Forwarded-For`` client only when the peer is one of ``trusted_proxies`` (IPs
+or CIDR networks).  With none configured (the default) the middleware is not installed at
+all, so forwarded headers are ignored whatever uvicorn's ``FORWARDED_ALLOW_IPS`` environment
+variable says (uvicorn's own default would trust loopback, i.e. every client of a local proxy).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -42,7 +51,7 @@ class DaemonServer(uvicorn.Server):
     uvicorn's ``capture_signals`` re-raises a captured signal after its shutdown, which
     would kill the process before the daemon stops the engine, the render pool and the
     simulator; instead the daemon's handler sets ``should_exit`` and shutdown continues
-    in order (design: lifecycle in three phases, style.md §4).
+    in order (lifecycle in three phases: stop accepting, drain, close).
     """
 
     def __init__(self, config: uvicorn.Config) -> None:
@@ -59,9 +68,28 @@ class DaemonServer(uvicorn.Server):
         self.listening.set()
 
 
-def make_server(app: Any) -> DaemonServer:
-    """A uvicorn server for ``app`` that logs through our logging set-up."""
-    config = uvicorn.Config(app, lifespan="on", log_config=None, access_log=False, timeout_graceful_shutdown=10)
+def _forwarded_allow_ips(trusted_proxies: Sequence[str]) -> list[str]:
+    """``trusted_proxies`` in the form uvicorn parses: addresses as they are, networks normalised
+    (uvicorn reads ``10.1.2.3/8`` strictly and would otherwise keep it as a never-matching literal)."""
+    return [str(ipaddress.ip_network(p, strict=False)) if "/" in p else p.strip() for p in trusted_proxies]
+
+
+def make_server(app: Any, *, trusted_proxies: Sequence[str] = ()) -> DaemonServer:
+    """A uvicorn server for ``app`` that logs through our logging set-up.
+
+    ``trusted_proxies``: the peers whose ``X-Forwarded-For``/``X-Forwarded-Proto`` are believed;
+    empty: none (no proxy-header handling at all).
+    """
+    allow = _forwarded_allow_ips(trusted_proxies)
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+        proxy_headers=bool(allow),
+        forwarded_allow_ips=allow or None,
+    )
     return DaemonServer(config)
 
 
@@ -80,11 +108,13 @@ def stop_on_signals(server: uvicorn.Server) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+async def serving(
+    app: Any, host: str = "127.0.0.1", port: int = 0, *, trusted_proxies: Sequence[str] = ()
+) -> AsyncIterator[str]:
     """Serve ``app`` in a background task while the block runs; yields the base URL."""
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
-    server = make_server(app)
+    server = make_server(app, trusted_proxies=trusted_proxies)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="uvicorn")
     try:
         # uvicorn exposes no start event, only a flag: poll it with a deadline

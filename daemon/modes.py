@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -18,12 +18,14 @@ from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
 from daemon.orders_runtime import broker_readiness
 from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.services import chart_service, daemon_services, describe_endpoints
+from daemon.supervisor import Supervisor
 from engine.charts.service import ChartRequest
 from engine.indicators.params import IndicatorError
 from engine.indicators.registry import parse_requests
 from engine.market_data.errors import MarketDataError
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
+from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.server import build_server
 from mcp_bridge.stdio import serve_stdio
 from mcp_bridge.tokens import TokenError, TokenStore
@@ -31,6 +33,8 @@ from mcp_bridge.tools import Services
 
 DEMO_TOKEN_NAME = "sim-demo"
 DEMO_PRINCIPAL = "demo"
+NOT_READY_BANNER_S = 60.0
+"""``--serve --trade``: print why the engine is not ready if it is not ready this long after start."""
 
 log = structlog.get_logger(__name__)
 
@@ -131,8 +135,11 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             push_store=services.alerts.store if services.alerts is not None else None,
             keepalive_s=settings.sse_keepalive_s,
             status=lambda: daemon_status(services),
+            max_unauthenticated_body_bytes=settings.max_unauthenticated_body_bytes,
+            max_streams_per_principal=settings.max_streams_per_principal,
+            metrics_require_token=settings.metrics_require_token,
         )
-        http = make_server(app)
+        http = make_server(app, trusted_proxies=settings.trusted_proxies)
         stop_on_signals(http)
         shown = f"[{host}]" if ":" in host else host
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
@@ -141,9 +148,11 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             if services.tokens is not None:
                 token = await demo_token(services.tokens)
                 print(f"Demo bearer token (this run only): {token}", flush=True)
+        banner = Supervisor()
         if engine is not None:
             markets = ", ".join(f"{s} {i}" for s in settings.symbols for i in settings.intervals)
             print(f"Live engine following {markets}; readiness at http://{shown}:{port}/readyz", flush=True)
+            banner.start("not-ready-banner", lambda: announce_not_ready(services, f"http://{shown}:{port}/readyz"))
         log.info("mcp_http_started", host=host, port=port, trade=trade, **describe_endpoints(settings))
         notifier = Notifier()
         systemd = asyncio.create_task(_tell_systemd(notifier, http, services), name="sd-notify")
@@ -154,6 +163,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             systemd.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await systemd
+            await banner.close()
             if router.session_push is not None:
                 await router.session_push.close()
             notifier.close()
@@ -175,8 +185,37 @@ def status_line(services: Services) -> str:
         return "serving (charts only)"
     ready, reasons = daemon_readiness(services)
     alerts = services.alerts.evaluator.active_count if services.alerts is not None else 0
-    head = "ready" if ready else "degraded: " + "; ".join(reasons[:3])
+    more = f"; +{len(reasons) - 3} more (see /readyz)" if len(reasons) > 3 else ""
+    head = "ready" if ready else "degraded: " + "; ".join(reasons[:3]) + more
     return f"{head} | {len(engine.markets)} markets, {alerts} alerts active"
+
+
+async def announce_not_ready(
+    services: Services, readyz_url: str, *, after_s: float = NOT_READY_BANNER_S, out: TextIO | None = None
+) -> None:
+    """The start-up banner's follow-up: if the engine is not ready ``after_s`` after start, say why.
+
+    Prints one line pointing at ``/readyz`` and then the current reasons (each naming the last
+    error of a stream or warm-up), so a user whose exchange refuses them sees it without
+    reading the log.  Prints nothing when the engine becomes ready in time.
+    """
+    engine = services.engine
+    if engine is None:
+        return
+    try:
+        async with asyncio.timeout(after_s):
+            await engine.wait_ready()
+        return
+    except TimeoutError:
+        pass
+    ready, reasons = daemon_readiness(services)
+    if ready:
+        return
+    lines = [f"Live engine not ready after {after_s:g} s (details: {readyz_url}):"]
+    lines += [f"  {reason}" for reason in reasons[:5]]
+    if len(reasons) > 5:
+        lines.append(f"  … and {len(reasons) - 5} more")
+    print("\n".join(lines), file=out or sys.stdout, flush=True)
 
 
 async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Services) -> None:
@@ -189,9 +228,12 @@ async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Servic
 
 
 def daemon_status(services: Services) -> dict[str, Any]:
-    """GET /status: the engine's markets and connections, the alert engine's counters."""
+    """GET /status: readiness and its reasons, the engine's markets and connections (with their last
+    errors), the alert engine's counters."""
     out: dict[str, Any] = {}
     if services.engine is not None:
+        ready, reasons = daemon_readiness(services)
+        out["ready"], out["reasons"] = ready, reasons
         out["engine"] = services.engine.status()
     if services.alerts is not None:
         out["alerts"] = services.alerts.evaluator.status()
@@ -201,7 +243,7 @@ def daemon_status(services: Services) -> dict[str, Any]:
 
 
 def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-def]
-    """Bearer token → principal through the token store (None: nothing authenticates)."""
+    """Bearer token → the caller (principal and scopes) through the token store (None: nothing authenticates)."""
     if tokens is None:
         return None
 
@@ -216,11 +258,11 @@ async def demo_token(tokens: TokenStore) -> str:
     """A fresh token for the offline demo (--sim); the previous demo token is revoked.
 
     Every run's demo token has the same principal, so the demo's alerts, notifications and
-    orders are still its own after a restart.
+    orders are still its own after a restart; it holds every scope (the demo is the operator's).
     """
     with contextlib.suppress(TokenError):
         await tokens.revoke(DEMO_TOKEN_NAME)
-    token, _ = await tokens.create(DEMO_TOKEN_NAME, principal=DEMO_PRINCIPAL)
+    token, _ = await tokens.create(DEMO_TOKEN_NAME, principal=DEMO_PRINCIPAL, scopes=ALL_SCOPES)
     return token
 
 

@@ -7,6 +7,10 @@ when the principal subscribes later; every frame carries an SSE ``id:`` (the pus
 sequence number), and a reconnect with ``Last-Event-ID`` replays every frame after it that
 is still within the queue's TTL and cap.  Without ``Last-Event-ID`` a new stream first
 receives the offline queue (frames no stream has delivered yet), in order.
+
+At most ``max_streams`` streams per principal (``max_streams_per_principal``): a new one past
+it closes the principal's oldest, which ends with the comment ``: closed: …`` naming the
+setting (alerts/push.py says why the oldest rather than refusing the new one).
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ async def serve_push_stream(
     store: AlertStore | None,
     session_id: str | None,
     keepalive_s: float = 30.0,
+    max_streams: int | None = None,
 ) -> None:
-    """Serve one SSE stream until the client disconnects (or falls too far behind)."""
-    stream = hub.open(principal) if hub is not None else None
+    """Serve one SSE stream until the client disconnects (or falls too far behind, or is replaced)."""
+    stream = hub.open(principal, limit=max_streams) if hub is not None else None
     disconnected = asyncio.Event()
 
     async def watch_disconnect() -> None:
@@ -99,7 +104,15 @@ async def serve_push_stream(
                 continue
             item = getter.result()
             if item is None:
-                log.warning("push_stream_overflow", principal=principal)
+                assert stream is not None
+                if stream.closed_reason == "replaced":
+                    note = (
+                        f": closed: this token opened more than max_streams_per_principal ({max_streams}) "
+                        "notification streams; the oldest is closed. Reconnect with Last-Event-ID to resume.\n\n"
+                    )
+                    await send({"type": "http.response.body", "body": note.encode(), "more_body": True})
+                else:
+                    log.warning("push_stream_overflow", principal=principal)
                 break
             seq, data = item  # type: ignore[misc]
             if seq <= last:

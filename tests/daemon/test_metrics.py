@@ -64,7 +64,8 @@ def test_remote_scrapers_need_a_valid_bearer() -> None:
         return b"chartgen_up 1\n"
 
     app: Any = build_http_app(Server("t"), authenticate=authenticate, metrics=metrics)
-    with TestClient(app, client=("203.0.113.9", 5000)) as client:
+    # a Host the DNS-rebinding check allows (TestClient's default "testserver" is refused with 421)
+    with TestClient(app, base_url="http://127.0.0.1:9315", client=("203.0.113.9", 5000)) as client:
         assert client.get("/metrics").status_code == 401
         assert client.get("/metrics", headers={"authorization": "Bearer bad"}).status_code == 401
         ok = client.get("/metrics", headers={"authorization": "Bearer good"})
