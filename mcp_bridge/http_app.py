@@ -181,6 +181,14 @@ def _declared_length(request: Request) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+def _loads_or_none(body: bytes) -> Any:
+    """The JSON value of ``body``, or None when it is not JSON (or nested too deeply)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _status_for(problem: str | None) -> int:
     return 429 if problem is not None and problem.startswith("Too many") else 401
 
@@ -304,9 +312,15 @@ class McpEndpoint:
             # the bearer first: a large body is read only for a valid token
             caller, problem = await self._principal(request)
             if caller is None:
-                resp = _rpc_error(_status_for(problem), -32000, problem or "Invalid or expired token", session_id)
+                # chartgen's 401 echoes the request id: read it from a small body only
+                small, ended = await _read_body(receive, self.max_unauthenticated_body_bytes)
+                if not ended:
+                    await _discard_body(receive)
+                req_id = _request_id(_loads_or_none(small)) if small is not None else None
+                resp = _rpc_error(
+                    _status_for(problem), -32000, problem or "Invalid or expired token", session_id, req_id
+                )
                 resp.headers["www-authenticate"] = self.www_authenticate
-                await _discard_body(receive)
                 await resp(scope, receive, send)
                 return
             scope = {**scope, SCOPE_KEY: caller.principal, SCOPES_KEY: caller.scopes}

@@ -206,6 +206,16 @@ async def test_a_bad_bearer_is_refused_before_its_large_body_is_read(services: S
     assert peak < 2, f"{peak:.1f} MiB allocated for the body of a refused bearer"
 
 
+async def test_a_bad_bearer_on_a_small_request_echoes_its_id_as_chartgen_does(services: Services) -> None:
+    """chartgen's 401 carries the request's id (contract §1.4): read from a small body only."""
+    app = edge_app(services)
+    body = Body(0)
+    body.data = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_indicators"}}'
+    status, answer = await call_asgi(app, body, {"authorization": "Bearer wrong"})
+    assert status == 401 and answer is not None
+    assert answer["id"] == 7 and answer["error"] == {"code": -32000, "message": "Invalid or expired token"}
+
+
 async def test_the_small_cap_is_a_setting(services: Services) -> None:
     app = edge_app(services, max_unauthenticated_body_bytes=4096)
     status, answer = await call_asgi(app, Body(8192), {})
