@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from aiohttp import web
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -115,7 +116,9 @@ def _answer_consent(driver: webdriver.Chrome, authorize_url: str, callback_url: 
     while True:
         driver.find_element(By.ID, "passphrase").send_keys(PASSPHRASE)
         driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
-        wait.until(
+        # the page may be navigating while we look: a stale or missing body just means "look again"
+        settled = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
+        settled.until(
             lambda d: callback_url in d.current_url or "from your address" in d.find_element(By.TAG_NAME, "body").text
         )
         if callback_url in driver.current_url:
