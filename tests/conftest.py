@@ -1,4 +1,4 @@
-"""Shared fixtures: a clean environment, the exchange simulator and the chart service."""
+"""Shared fixtures: a clean environment, the daemon's database, the exchange simulator and the chart service."""
 
 from __future__ import annotations
 
@@ -17,6 +17,20 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[No
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     yield
+
+
+@pytest.fixture
+async def db(tmp_path: Any) -> AsyncIterator[Any]:
+    """The daemon's database in the test's temp dir, with every package's migrations applied."""
+    from config.database import Database
+    from daemon.database import ALL_MIGRATIONS
+
+    database = await Database.open(tmp_path / "chartgen.db")
+    await database.migrate(ALL_MIGRATIONS)
+    try:
+        yield database
+    finally:
+        await database.close()
 
 
 @pytest.fixture

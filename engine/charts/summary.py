@@ -96,6 +96,13 @@ def indicator_summary(
     return out
 
 
+def _summaries(
+    bars: Bars, results: list[tuple[str, PanelResult]], max_signals: int | None, all_signals: bool
+) -> dict[str, Any]:
+    """Each indicator's summary, keyed by the name as requested."""
+    return {key: indicator_summary(r, bars, max_signals=max_signals, all_signals=all_signals) for key, r in results}
+
+
 def summary_payload(
     bars: Bars,
     results: list[tuple[str, PanelResult]],
@@ -110,9 +117,7 @@ def summary_payload(
         "symbol": symbol,
         "interval": interval,
         "price": price_block(bars),
-        "indicators": {
-            key: indicator_summary(r, bars, max_signals=max_signals, all_signals=all_signals) for key, r in results
-        },
+        "indicators": _summaries(bars, results, max_signals, all_signals),
     }
 
 
@@ -131,7 +136,5 @@ def fetched_indicators_payload(
         "interval": interval,
         "bars": len(bars),
         "source": "fetched",
-        "indicators": {
-            key: indicator_summary(r, bars, max_signals=max_signals, all_signals=all_signals) for key, r in results
-        },
+        "indicators": _summaries(bars, results, max_signals, all_signals),
     }

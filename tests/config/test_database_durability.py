@@ -9,27 +9,14 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from alerts.models import Alert, Firing, Subscription
 from alerts.store import AlertStore
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 
 NORMAL, FULL = 1, 2
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "chartgen.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def _sync_in(db: Database, *, durable: bool) -> int:

@@ -7,26 +7,10 @@ traced at the connection and must have committed under FULL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 from tests.support.sqlite_trace import FULL, NORMAL, committed_under
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "chartgen.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def test_token_revocation_commits_with_full(db: Database) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -16,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 from daemon.http_server import serving as serve_app
 from daemon.modes import token_authenticator
 from mcp_bridge.http_app import build_http_app
@@ -62,16 +60,6 @@ def test_an_unknown_or_empty_scope_list_is_an_error_naming_the_valid_scopes(text
     with pytest.raises(ScopeError) as err:
         parse_scopes(text)
     assert "charts, alerts, trade, admin" in str(err.value)
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "chartgen.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @dataclass

@@ -13,20 +13,9 @@ import aiohttp
 import pytest
 
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.token_cache import marker_for
 from mcp_bridge.tokens import TokenStore
 from tests.support.daemon_proc import DaemonProc, clean_env, create_token, start_daemon
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "chartgen.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def test_a_cached_token_is_served_from_memory_and_dropped_on_revocation(db: Database) -> None:

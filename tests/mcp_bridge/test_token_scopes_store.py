@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,6 @@ from mcp_bridge.tokens import TokenError, TokenStore, hash_token
 
 def first_step(m: Migrations) -> Migrations:
     return Migrations(m.package, m.steps[:1])
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "chartgen.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 async def test_tokens_of_a_database_from_before_scopes_get_charts_alerts_trade(tmp_path: Path) -> None:
