@@ -37,7 +37,10 @@ test: $(STAMP) $(NODE_TOOLS)
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/chaos tests/alerts/test_crash_safety.py \
 		tests/brokers/test_order_crash_safety.py tests/brokers/test_binance_broker.py \
-		tests/engine/test_live_engine_sim.py tests/daemon/test_sigterm_burst.py
+		tests/engine/test_live_engine_sim.py tests/daemon/test_sigterm_burst.py \
+		tests/mcp_bridge/test_http_edge.py tests/mcp_bridge/test_passphrase_attempts.py \
+		tests/mcp_bridge/test_oauth_registrations.py tests/mcp_bridge/test_render_flood_daemon.py \
+		tests/engine/test_refused_location.py tests/brokers/test_order_guard_daemon.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
