@@ -13,7 +13,7 @@ and either records it as an intent (PENDING_SUBMIT) or refuses it, in this order
    the market or a sell far below it cannot pass as small;
 6. the per-order limit (``trading_max_order_notional``);
 7. the daily limit (``trading_max_daily_notional``) checked and the intent inserted in one
-   database transaction (:func:`brokers.order_store.admit_in`), so concurrent orders are
+   database transaction (:func:`brokers.order_admission.admit_in`), so concurrent orders are
    serialized and cannot all pass a limit only one fits under.
 
 Every check fails closed: when one cannot be evaluated the order is refused with a message

@@ -11,21 +11,21 @@ Ownership (migration 2): each order row names its ``owner``, the principal whose
 is.  Rows from before the migration, and orders learnt from the exchange (placed elsewhere),
 have no owner: only an admin sees and cancels them.  The row also keeps the ``notional`` the
 guard valued the order at, so an order that has not filled yet still counts against the
-daily limit.  :func:`admit_in` checks the daily limit and inserts the intent in one
-transaction (see :meth:`OrderStore.admit_intent`), so concurrent orders cannot all pass a
+daily limit.  :func:`~brokers.order_admission.admit_in` checks the daily limit and inserts the intent
+in one transaction (see :meth:`OrderStore.admit_intent`), so concurrent orders cannot all pass a
 limit only one of them fits under; it takes a plain connection so a future path can commit
 an intent together with its own rows (an alert firing, a schedule run).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from brokers.models import OPEN, TERMINAL, Actor, ExchangeOrder, Fill, OrderRequest
+from brokers.order_admission import DAILY_SQL, INSERT_INTENT, Admission, admit_in, committed_value, intent_params
 from config.database import Database, Migrations
 
 MIGRATIONS = Migrations(
@@ -152,99 +152,6 @@ def advances(old: str, new: str) -> bool:
     return _RANK.get(new, 0) >= _RANK.get(old, 0)
 
 
-_INSERT_INTENT = (
-    "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity,"
-    " quote_quantity, price, status, created_at, updated_at, owner, notional)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?, ?, ?)"
-)
-_DAILY_SQL = (
-    "SELECT status, executed_qty, cumulative_quote, quantity, price, notional FROM orders"
-    " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'"
-)
-
-
-def _intent_params(broker: str, req: OrderRequest, notional: Decimal | None, now: float) -> tuple[Any, ...]:
-    return (
-        req.client_order_id,
-        broker,
-        req.symbol,
-        req.side,
-        req.type,
-        req.time_in_force,
-        _s(req.quantity),
-        _s(req.quote_quantity),
-        _s(req.price),
-        now,
-        now,
-        req.owner,
-        _s(notional),
-    )
-
-
-def committed_value(
-    status: str,
-    executed_qty: str,
-    cumulative_quote: str,
-    quantity: str | None,
-    price: str | None,
-    notional: str | None,
-) -> Decimal:
-    """What one order counts against the daily limit.
-
-    Rejected: nothing.  Finished with fills: what it traded.  Otherwise (pending, open, or
-    finished unfilled): the larger of what it traded so far and the value it was admitted at
-    (for a row without one, quantity × limit price).
-    """
-    if status == "REJECTED":
-        return Decimal(0)
-    traded = Decimal(cumulative_quote)
-    if status in TERMINAL and Decimal(executed_qty) > 0:
-        return traded
-    if notional is not None:
-        reserved = Decimal(notional)
-    elif quantity is not None and price is not None:
-        reserved = Decimal(quantity) * Decimal(price)
-    else:
-        reserved = Decimal(0)
-    return max(traded, reserved)
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """The outcome of :func:`admit_in`: recorded, or why not (with today's committed value before it)."""
-
-    recorded: bool
-    used: Decimal
-    duplicate: bool = False
-
-
-def admit_in(
-    conn: sqlite3.Connection,
-    broker: str,
-    req: OrderRequest,
-    notional: Decimal,
-    now: float,
-    *,
-    daily_limit: Decimal | None,
-    since: float,
-) -> Admission:
-    """Inside the caller's transaction: refuse a used client order id or a daily-limit breach, else insert.
-
-    ``conn`` is the database thread's sqlite3 connection with a transaction open
-    (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
-    """
-    if conn.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (req.client_order_id,)).fetchone():
-        return Admission(False, Decimal(0), duplicate=True)
-    used = Decimal(0)
-    if daily_limit is not None:
-        rows = conn.execute(_DAILY_SQL, (broker, since)).fetchall()
-        used = sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
-        if used + notional > daily_limit:
-            return Admission(False, used)
-    conn.execute(_INSERT_INTENT, _intent_params(broker, req, notional, now))
-    return Admission(True, used)
-
-
 class OrderStore:
     """Orders and fills of every broker."""
 
@@ -257,7 +164,7 @@ class OrderStore:
         Durable (fsynced before it returns): the order leaves the process after this commit.
         """
         async with self.db.transaction(durable=True) as tx:
-            await tx.execute(_INSERT_INTENT, _intent_params(broker, req, notional, now))
+            await tx.execute(INSERT_INTENT, intent_params(broker, req, notional, now))
 
     async def admit_intent(
         self,
@@ -384,7 +291,7 @@ class OrderStore:
 
     async def notional_since(self, broker: str, since: float) -> Decimal:
         """The value orders created since ``since`` count against the daily limit (see :func:`committed_value`)."""
-        rows = await self.db.fetchall(_DAILY_SQL, (broker, since))
+        rows = await self.db.fetchall(DAILY_SQL, (broker, since))
         return sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
 
     async def get(self, client_order_id: str) -> OrderRow | None:

@@ -35,7 +35,6 @@ The edge rules (issue 12), in the order a request meets them:
 from __future__ import annotations
 
 import contextlib
-import functools
 import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -44,22 +43,33 @@ from typing import Any
 import orjson
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp_types import DEFAULT_NEGOTIATED_VERSION
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from alerts.push import PushHub
 from alerts.store import AlertStore
+from mcp_bridge.http_bodies import (
+    MAX_BODY_BYTES,
+    accepts_json,
+    declared_length,
+    discard_body,
+    loads_or_none,
+    read_body,
+    replay_body,
+    rpc_error,
+    with_header,
+)
 from mcp_bridge.identity import SCOPE_KEY, SCOPES_KEY, Caller
 from mcp_bridge.push_sse import serve_push_stream
 from mcp_bridge.rate_limit import BearerFailures
+from mcp_bridge.rebinding import guarded, rebinding_refusal, security_settings
 from mcp_bridge.server import SERVER_VERSION
 
-MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_UNAUTHENTICATED_BODY_BYTES = 64 * 1024
 MAX_STREAMS_PER_PRINCIPAL = 8
 _FORWARDED_HEADERS = frozenset({"x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-proto", "x-forwarded-host"})
@@ -67,89 +77,6 @@ _FAVICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#131722"/>'
     '<path d="M3 11l3-4 3 2 4-6" stroke="#26a69a" stroke-width="2" fill="none"/></svg>'
 )
-
-
-def accepts_json(accept: str | None) -> bool:
-    """chartgen's Accept rule: missing → yes; else some */*, application/* or application/json without q=0."""
-    if accept is None or not accept.strip():
-        return True
-    for part in accept.split(","):
-        pieces = [p.strip() for p in part.split(";")]
-        media = pieces[0].lower()
-        if media not in ("*/*", "application/*", "application/json"):
-            continue
-        q_zero = False
-        for param in pieces[1:]:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q_zero = float(value.strip()) == 0.0
-                except ValueError:
-                    q_zero = False
-        if not q_zero:
-            return True
-    return False
-
-
-def _rpc_error(status: int, code: int, message: str, session_id: str | None, req_id: Any = None) -> Response:
-    headers = {"mcp-session-id": session_id} if session_id else None
-    body = {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _with_header(scope: Scope, name: bytes, value: bytes) -> Scope:
-    headers = [(k, v) for k, v in scope["headers"] if k != name]
-    headers.append((name, value))
-    return {**scope, "headers": headers}
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
-    """(body, True) when it fits in ``limit``; (None, ended) past it or on a disconnect, where
-    ``ended`` says whether nothing of the request is left to receive."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None, True
-        chunk = message.get("body", b"")
-        more = message.get("more_body", False)
-        size += len(chunk)
-        if size > limit:
-            return None, not more
-        chunks.append(chunk)
-        if not more:
-            return b"".join(chunks), True
-
-
-async def _discard_body(receive: Receive, budget: int = MAX_BODY_BYTES) -> None:
-    """Receive and drop what is left of a refused request's body (one chunk at a time, never kept).
-
-    uvicorn closes a ``Connection: close`` request's socket as soon as the answer is sent; body
-    bytes still unread then make the kernel send a reset, and a proxy (nginx talks to us with
-    ``Connection: close``) turns our 401/413 into a 502.  Past ``budget`` bytes we stop and answer.
-    """
-    size = 0
-    while size <= budget:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        size += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            return
 
 
 Authenticate = Callable[[str], Awaitable["Caller | None"]]
@@ -174,19 +101,6 @@ def _is_direct_loopback(request: Request) -> bool:
     """A loopback peer that says it forwards nobody (a local reverse proxy connects from loopback too)."""
     client = request.client.host if request.client is not None else ""
     return _is_loopback(client) and not any(name in _FORWARDED_HEADERS for name in request.headers)
-
-
-def _declared_length(request: Request) -> int | None:
-    value = request.headers.get("content-length")
-    return int(value) if value is not None and value.isdigit() else None
-
-
-def _loads_or_none(body: bytes) -> Any:
-    """The JSON value of ``body``, or None when it is not JSON (or nested too deeply)."""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _status_for(problem: str | None) -> int:
@@ -238,7 +152,7 @@ class McpEndpoint:
         self.push_hub = push_hub if push_hub is not None else PushHub()
         self.push_store = push_store
         self.keepalive_s = keepalive_s
-        self.security = security or TransportSecurityMiddleware(_security("127.0.0.1", None))
+        self.security = security or TransportSecurityMiddleware(security_settings("127.0.0.1", None))
         self.max_unauthenticated_body_bytes = max_unauthenticated_body_bytes
         self.max_streams_per_principal = max_streams_per_principal
 
@@ -304,7 +218,7 @@ class McpEndpoint:
             await self.stateful.handle_request(scope, receive, send)
             return
         if not accepts_json(request.headers.get("accept")):
-            resp = _rpc_error(406, -32600, "Not Acceptable: server returns application/json", session_id)
+            resp = rpc_error(406, -32600, "Not Acceptable: server returns application/json", session_id)
             await resp(scope, receive, send)
             return
         caller: Caller | None = None
@@ -313,11 +227,11 @@ class McpEndpoint:
             caller, problem = await self._principal(request)
             if caller is None:
                 # chartgen's 401 echoes the request id: read it from a small body only
-                small, ended = await _read_body(receive, self.max_unauthenticated_body_bytes)
+                small, ended = await read_body(receive, self.max_unauthenticated_body_bytes)
                 if not ended:
-                    await _discard_body(receive)
-                req_id = _request_id(_loads_or_none(small)) if small is not None else None
-                resp = _rpc_error(
+                    await discard_body(receive)
+                req_id = _request_id(loads_or_none(small)) if small is not None else None
+                resp = rpc_error(
                     _status_for(problem), -32000, problem or "Invalid or expired token", session_id, req_id
                 )
                 resp.headers["www-authenticate"] = self.www_authenticate
@@ -333,25 +247,25 @@ class McpEndpoint:
         else:
             limit = MAX_BODY_BYTES
             too_large = f"Request body exceeds {MAX_BODY_BYTES} bytes"
-        declared = _declared_length(request)
-        body, ended = await _read_body(receive, limit) if declared is None or declared <= limit else (None, False)
+        declared = declared_length(request)
+        body, ended = await read_body(receive, limit) if declared is None or declared <= limit else (None, False)
         if body is None:
             if not ended:
-                await _discard_body(receive)
-            await _rpc_error(413, -32600, too_large, session_id)(scope, receive, send)
+                await discard_body(receive)
+            await rpc_error(413, -32600, too_large, session_id)(scope, receive, send)
             return
         try:
             message = json.loads(body)
         except ValueError as exc:
-            resp = _rpc_error(400, -32700, f"Parse error: {exc}", session_id)
+            resp = rpc_error(400, -32700, f"Parse error: {exc}", session_id)
             await resp(scope, receive, send)
             return
         except RecursionError:
-            resp = _rpc_error(400, -32700, "Parse error: JSON nested too deeply", session_id)
+            resp = rpc_error(400, -32700, "Parse error: JSON nested too deeply", session_id)
             await resp(scope, receive, send)
             return
         if self.authenticate is not None and caller is None and any(m not in OPEN_METHODS for m in _methods(message)):
-            resp = _rpc_error(401, -32000, "Missing Authorization header", session_id, _request_id(message))
+            resp = rpc_error(401, -32000, "Missing Authorization header", session_id, _request_id(message))
             resp.headers["www-authenticate"] = self.www_authenticate
             await resp(scope, receive, send)
             return
@@ -365,53 +279,13 @@ class McpEndpoint:
                 await Response(orjson.dumps(answer), media_type="application/json")(scope, receive, send)
                 return
         # The SDK answers JSON when asked for JSON; chartgen clients may omit Accept and Content-Type.
-        scope = _with_header(scope, b"accept", b"application/json, text/event-stream")
-        scope = _with_header(scope, b"content-type", b"application/json")
-        replay = _replay(body, receive)
+        scope = with_header(scope, b"accept", b"application/json, text/event-stream")
+        scope = with_header(scope, b"content-type", b"application/json")
+        replay = replay_body(body, receive)
         if session_id is not None or is_initialize:
             await self.stateful.handle_request(scope, replay, send)
         else:
             await self.stateless.handle_request(scope, replay, send)
-
-
-def _security(host: str, allowed_hosts: list[str] | None) -> TransportSecuritySettings:
-    # loopback names with any port, and without one (a proxy forwarding ``Host $host`` drops the port)
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]", *(allowed_hosts or [])]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    origins += [f"https://{h.split(':')[0]}" for h in (allowed_hosts or [])]
-    origins += [f"https://{h}" for h in (allowed_hosts or []) if ":" in h]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
-
-
-async def rebinding_refusal(security: TransportSecurityMiddleware, request: Request) -> Response | None:
-    """The SDK's Host/Origin check (421 / 403), its answer worded to name the fix; None: allowed."""
-    refused = await security.validate_request(request)
-    if refused is None:
-        return None
-    if refused.status_code == 421:
-        text = (
-            f"Invalid Host header {request.headers.get('host')!r}: this server answers to its loopback names and the "
-            "host of base_url only. Behind a reverse proxy set base_url (CHARTGEN_BASE_URL) to the public URL."
-        )
-    elif refused.status_code == 403:
-        text = (
-            f"Invalid Origin header {request.headers.get('origin')!r}: only local pages and base_url's origin may "
-            "call this server (DNS-rebinding protection)."
-        )
-    else:
-        return refused
-    return Response(text, status_code=refused.status_code, media_type="text/plain")
-
-
-def _guarded(security: TransportSecurityMiddleware, endpoint: Callable[[Request], Awaitable[Response]]) -> Any:
-    """``endpoint`` behind the SDK's Host/Origin check (421 / 403 before the endpoint runs)."""
-
-    @functools.wraps(endpoint)
-    async def guarded(request: Request) -> Response:
-        refused = await rebinding_refusal(security, request)
-        return refused if refused is not None else await endpoint(request)
-
-    return guarded
 
 
 Readiness = Callable[[], tuple[bool, list[str]]]
@@ -442,7 +316,7 @@ def build_http_app(
     503 with the reasons otherwise); without it the server is ready as soon as it serves.
     The edge limits are the settings of the same names (module docstring).
     """
-    security = _security(host, allowed_hosts)
+    security = security_settings(host, allowed_hosts)
     guard = TransportSecurityMiddleware(security)
     stateful = StreamableHTTPSessionManager(
         app=server, json_response=True, security_settings=security, max_request_body_size=MAX_BODY_BYTES
@@ -513,13 +387,13 @@ def build_http_app(
             yield
 
     routes = [
-        Route("/", _guarded(guard, health), methods=["GET"]),
-        Route("/healthz", _guarded(guard, healthz), methods=["GET"]),
-        Route("/readyz", _guarded(guard, readyz), methods=["GET"]),
-        Route("/status", _guarded(guard, status_route), methods=["GET"]),
-        Route("/metrics", _guarded(guard, metrics_route), methods=["GET"]),
-        Route("/favicon.ico", _guarded(guard, favicon), methods=["GET"]),
-        Route("/favicon.svg", _guarded(guard, favicon), methods=["GET"]),
+        Route("/", guarded(guard, health), methods=["GET"]),
+        Route("/healthz", guarded(guard, healthz), methods=["GET"]),
+        Route("/readyz", guarded(guard, readyz), methods=["GET"]),
+        Route("/status", guarded(guard, status_route), methods=["GET"]),
+        Route("/metrics", guarded(guard, metrics_route), methods=["GET"]),
+        Route("/favicon.ico", guarded(guard, favicon), methods=["GET"]),
+        Route("/favicon.svg", guarded(guard, favicon), methods=["GET"]),
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         Route("/", endpoint, methods=["POST"]),
         Route("/message", endpoint, methods=["POST"]),

@@ -1,0 +1,173 @@
+"""Alert push benchmarks against a real daemon on loopback: tick → SSE frame latency, set_alert through the SDK.
+
+Part of ``python -m bench.alerts`` (see that module for the whole list):
+- Tick → SSE frame at 1,000 ticks/s on the engine bus: p50/p99 (≤ 2/10 ms).
+- Simulator trade → SSE frame at 200/s (the whole path), and ``set_alert`` over MCP HTTP with
+  the official SDK client (sequential; 8 clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from engine.events import Tick
+
+
+async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000.0) -> dict[str, Any]:
+    """Against the real daemon (--sim, manual clock): tick → SSE frame latency, and set_alert calls/s."""
+    from tests.support.daemon_proc import mcp_client, start_daemon
+
+    with tempfile.TemporaryDirectory() as tmp:
+        daemon = await start_daemon(
+            ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"],
+            data_dir=Path(tmp),
+            env={"CHARTGEN_ALERTS_MAX_PER_CLIENT": "1000000", "CHARTGEN_BROKER": "paper"},
+        )
+        try:
+            async with aiohttp.ClientSession() as http:
+                await daemon.wait_ready()
+                base = 70_000.0
+                async with mcp_client(daemon.mcp_url, daemon.token) as client:
+                    await client.call_tool("subscribe_notifications", {})
+                    t0 = time.perf_counter()
+                    for i in range(steps):
+                        await client.call_tool(
+                            "set_alert", {"symbol": "BTCUSDT", "condition": {"price_above": base + (i + 1) * 1.0}}
+                        )
+                    sequential = steps / (time.perf_counter() - t0)
+
+                    async def burst(k: int) -> None:
+                        async with mcp_client(daemon.mcp_url, daemon.token) as c:
+                            for j in range(250):
+                                await c.call_tool(
+                                    "set_alert",
+                                    {"symbol": "BTCUSDT", "condition": {"price_below": 1.0 + k + j * 0.001}},
+                                )
+
+                    t0 = time.perf_counter()
+                    async with asyncio.TaskGroup() as tg:
+                        for k in range(8):
+                            tg.create_task(burst(k))
+                    concurrent = 8 * 250 / (time.perf_counter() - t0)
+                headers = {"Authorization": f"Bearer {daemon.token}"}
+                sent: dict[float, float] = {}
+                latencies: list[float] = []
+                async with http.get(f"{daemon.base}/mcp", headers=headers) as resp:
+                    await resp.content.readline()
+
+                    async def reader() -> None:
+                        while len(latencies) < steps:
+                            line = (await resp.content.readline()).decode()
+                            if line.startswith("data: "):
+                                frame = json.loads(line[6:])
+                                level = frame["params"]["condition"]["threshold"]
+                                latencies.append((time.perf_counter() - sent[level]) * 1000)
+
+                    task = asyncio.create_task(reader())
+                    start = time.perf_counter()
+                    for i in range(steps):
+                        due = start + i / rate
+                        delay = due - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
+                        level = base + (i + 1) * 1.0
+                        sent[level] = time.perf_counter()
+                        async with http.post(
+                            f"{daemon.sim_url}/sim/v1/price", json={"symbol": "BTCUSDT", "price": f"{level + 0.5}"}
+                        ) as r:
+                            await r.read()
+                    async with asyncio.timeout(60):
+                        await task
+        finally:
+            await daemon.stop()
+    latencies.sort()
+    return {
+        "sse_p50_ms": statistics.median(latencies),
+        "sse_p99_ms": latencies[int(len(latencies) * 0.99) - 1],
+        "set_alert_sequential_per_s": sequential,
+        "set_alert_8_clients_per_s": concurrent,
+    }
+
+
+async def bench_tick_to_sse(steps: int = 3000, rate: float = 1000.0) -> dict[str, float]:
+    """Tick → SSE frame inside the daemon: engine Tick events published at ``rate``/s, each crossing one alert.
+
+    The daemon's parts run as in production (engine bus, evaluator, SQLite firing, push hub,
+    the HTTP app under uvicorn); the ticks are put on the engine's bus directly, so the
+    simulator's own cost of producing a trade is not counted.  The SSE client is aiohttp in
+    the same process (its cost *is* counted).
+    """
+    from config import load_settings
+    from daemon.http_server import serving
+    from daemon.modes import token_authenticator
+    from daemon.services import daemon_services
+    from mcp_bridge.http_app import build_http_app
+    from mcp_bridge.server import build_server
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(
+            {
+                "data_dir": Path(tmp),
+                "symbols": ["BTCUSDT"],
+                "intervals": ["1m"],
+                "sim_clock": "manual",
+                "broker": "paper",
+                "alerts_max_per_client": 1_000_000,
+                "log_level": "warning",
+            }
+        )
+        async with daemon_services(settings, sim=True, trade=True) as (_, services):
+            assert services.alerts is not None and services.engine is not None and services.tokens is not None
+            await asyncio.wait_for(services.engine.wait_ready(), 60)
+            token, info = await services.tokens.create("bench")
+            server, _ = build_server(services)
+            app = build_http_app(
+                server,
+                authenticate=token_authenticator(services.tokens),
+                push_hub=services.push,
+                push_store=services.alerts.store,
+            )
+            base = 90_000.0
+            await services.alerts.subscribe(info.principal, {})
+            for i in range(steps):
+                await services.alerts.set_alert(
+                    info.principal, {"symbol": "BTCUSDT", "condition": {"price_above": base + i + 1}}
+                )
+            latencies: list[float] = []
+            sent: dict[float, float] = {}
+            async with serving(app) as url, aiohttp.ClientSession() as http:
+                async with http.get(f"{url}/mcp", headers={"Authorization": f"Bearer {token}"}) as resp:
+                    await resp.content.readline()
+
+                    async def reader() -> None:
+                        while len(latencies) < steps:
+                            line = (await resp.content.readline()).decode()
+                            if line.startswith("data: "):
+                                level = json.loads(line[6:])["params"]["condition"]["threshold"]
+                                latencies.append((time.perf_counter() - sent[level]) * 1000)
+
+                    task = asyncio.create_task(reader())
+                    start = time.perf_counter()
+                    bus = services.engine.bus
+                    for i in range(steps):
+                        delay = start + i / rate - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
+                        level = base + i + 1
+                        sent[level] = time.perf_counter()
+                        bus.publish(Tick("BTCUSDT", "1m", level + 0.5, int(time.time() * 1000), 0))
+                    async with asyncio.timeout(60):
+                        await task
+    latencies.sort()
+    return {
+        "tick_to_sse_p50_ms": statistics.median(latencies),
+        "tick_to_sse_p99_ms": latencies[int(len(latencies) * 0.99) - 1],
+    }

@@ -1,0 +1,114 @@
+"""Admitting an order intent: what an order counts against the daily limit, and the check-and-insert.
+
+:func:`admit_in` runs inside the caller's transaction on the database thread: it refuses a
+used client order id or a daily-limit breach, else inserts the intent (PENDING_SUBMIT), so
+the sum and the insert are one serialized step and concurrent orders cannot all pass a
+limit only one of them fits under.  It takes a plain connection so a later order path can
+commit an intent together with its own rows (an alert firing, a schedule run).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from brokers.models import TERMINAL, OrderRequest
+
+
+def _text(v: Decimal | None) -> str | None:
+    return None if v is None else str(v)
+
+
+INSERT_INTENT = (
+    "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity,"
+    " quote_quantity, price, status, created_at, updated_at, owner, notional)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?, ?, ?)"
+)
+DAILY_SQL = (
+    "SELECT status, executed_qty, cumulative_quote, quantity, price, notional FROM orders"
+    " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'"
+)
+
+
+def intent_params(broker: str, req: OrderRequest, notional: Decimal | None, now: float) -> tuple[Any, ...]:
+    return (
+        req.client_order_id,
+        broker,
+        req.symbol,
+        req.side,
+        req.type,
+        req.time_in_force,
+        _text(req.quantity),
+        _text(req.quote_quantity),
+        _text(req.price),
+        now,
+        now,
+        req.owner,
+        _text(notional),
+    )
+
+
+def committed_value(
+    status: str,
+    executed_qty: str,
+    cumulative_quote: str,
+    quantity: str | None,
+    price: str | None,
+    notional: str | None,
+) -> Decimal:
+    """What one order counts against the daily limit.
+
+    Rejected: nothing.  Finished with fills: what it traded.  Otherwise (pending, open, or
+    finished unfilled): the larger of what it traded so far and the value it was admitted at
+    (for a row without one, quantity × limit price).
+    """
+    if status == "REJECTED":
+        return Decimal(0)
+    traded = Decimal(cumulative_quote)
+    if status in TERMINAL and Decimal(executed_qty) > 0:
+        return traded
+    if notional is not None:
+        reserved = Decimal(notional)
+    elif quantity is not None and price is not None:
+        reserved = Decimal(quantity) * Decimal(price)
+    else:
+        reserved = Decimal(0)
+    return max(traded, reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The outcome of :func:`admit_in`: recorded, or why not (with today's committed value before it)."""
+
+    recorded: bool
+    used: Decimal
+    duplicate: bool = False
+
+
+def admit_in(
+    conn: sqlite3.Connection,
+    broker: str,
+    req: OrderRequest,
+    notional: Decimal,
+    now: float,
+    *,
+    daily_limit: Decimal | None,
+    since: float,
+) -> Admission:
+    """Inside the caller's transaction: refuse a used client order id or a daily-limit breach, else insert.
+
+    ``conn`` is the database thread's sqlite3 connection with a transaction open
+    (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
+    """
+    if conn.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (req.client_order_id,)).fetchone():
+        return Admission(False, Decimal(0), duplicate=True)
+    used = Decimal(0)
+    if daily_limit is not None:
+        rows = conn.execute(DAILY_SQL, (broker, since)).fetchall()
+        used = sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
+        if used + notional > daily_limit:
+            return Admission(False, used)
+    conn.execute(INSERT_INTENT, intent_params(broker, req, notional, now))
+    return Admission(True, used)
