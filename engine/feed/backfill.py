@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S, REFUSED_HINT, LastError, from_exception, retry_delay
+from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S, LastError, from_exception, log_refusal, retry_delay
 from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
 from engine.market_data.errors import MarketDataError, RateLimited
 from engine.market_data.intervals import interval_seconds, to_binance
@@ -265,14 +265,7 @@ class BackfillScheduler:
                 if key not in self._cancelled:
                     self.errors[key] = error.scheduled(delay)
                 if error.refused:
-                    log.error(
-                        "backfill_refused",
-                        key=str(key),
-                        status=error.status,
-                        error=error.message,
-                        hint=REFUSED_HINT,
-                        retry_in_s=round(delay, 1),
-                    )
+                    log_refusal("backfill_refused", error, delay, key=str(key))
                 elif isinstance(exc, MarketDataError):
                     log.warning("backfill_failed", key=str(key), error=str(exc), retry_in_s=round(delay, 2))
                 else:

@@ -35,7 +35,13 @@ import aiohttp
 import orjson
 import structlog
 
-from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S, REFUSED_HINT, LastError, from_exception, retry_delay
+from engine.feed.health import (
+    DEFAULT_REFUSED_BACKOFF_S,
+    LastError,
+    from_exception,
+    log_refusal,
+    retry_delay,
+)
 from engine.feed.messages import parse_kline
 from engine.feed.protocol import StreamSink
 from engine.market_data.binance_rest import host_of
@@ -202,14 +208,7 @@ class StreamConnection:
             attempt = min(attempt + 1, 30)
             if error.refused:
                 self.stats.refusals += 1
-                log.error(
-                    "stream_refused",
-                    conn=self.conn_id,
-                    status=error.status,
-                    error=error.message,
-                    hint=REFUSED_HINT,
-                    retry_in_s=round(delay, 1),
-                )
+                log_refusal("stream_refused", error, delay, conn=self.conn_id)
             log.info("stream_reconnect_wait", conn=self.conn_id, reason=reason, delay_s=round(delay, 3))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):

@@ -34,7 +34,7 @@ from typing import Any
 import structlog
 
 from engine.feed.binance_streams import StreamSettings
-from engine.feed.health import REFUSED_HINT, LastError, from_exception, retry_delay
+from engine.feed.health import LastError, from_exception, log_refusal, retry_delay
 from engine.feed.messages import KlineUpdate, parse_stream_name
 from engine.feed.protocol import StreamSink
 from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
@@ -335,14 +335,7 @@ class CcxtStreamFeed:
             if error is not None:
                 st.last_error = error.scheduled(delay)
                 if error.refused:
-                    log.error(
-                        "ccxt_stream_refused",
-                        stream=st.stream,
-                        status=error.status,
-                        error=error.message,
-                        hint=REFUSED_HINT,
-                        retry_in_s=round(delay, 1),
-                    )
+                    log_refusal("ccxt_stream_refused", error, delay, stream=st.stream)
             await asyncio.sleep(delay)
 
     def _went_down(self, st: _StreamState) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
+import structlog
 
 from engine.market_data.errors import MarketDataError, is_refusal
 
@@ -75,6 +76,13 @@ class LastError:
             "refused": self.refused,
             "retry_in_s": None if left is None else round(left, 1),
         }
+
+
+def log_refusal(event: str, error: LastError, delay_s: float, **where: Any) -> None:
+    """Log a refused connection (HTTP 451/403) as an error with the hint and the next attempt."""
+    structlog.get_logger(__name__).error(
+        event, **where, status=error.status, error=error.message, hint=REFUSED_HINT, retry_in_s=round(delay_s, 1)
+    )
 
 
 def _duration(seconds: float) -> str:
