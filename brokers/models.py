@@ -17,7 +17,14 @@ from decimal import Decimal
 from typing import Literal
 
 Side = Literal["BUY", "SELL"]
-OrderType = Literal["MARKET", "LIMIT", "LIMIT_MAKER"]
+OrderType = Literal[
+    "MARKET", "LIMIT", "LIMIT_MAKER", "STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"
+]
+STOP_TYPES = frozenset({"STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"})
+"""Conditional orders: they wait for their ``stop_price`` (or trailing delta) before working."""
+LIMIT_PRICED = frozenset({"LIMIT", "LIMIT_MAKER", "STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT"})
+"""Types that carry a limit ``price``."""
+ListKind = Literal["OCO", "OTOCO"]
 TimeInForce = Literal["GTC", "IOC", "FOK"]
 
 TERMINAL = frozenset({"FILLED", "CANCELED", "REJECTED", "EXPIRED", "EXPIRED_IN_MATCH"})
@@ -55,6 +62,29 @@ class OrderRequest:
     owner: str | None = None
     """The principal the order acts for (it alone may list and cancel it); None: the account's,
     for admin only (orders placed elsewhere, orders from before ownership was recorded)."""
+    stop_price: Decimal | None = None
+    """The trigger price of a STOP_LOSS / TAKE_PROFIT (…_LIMIT) order (Binance ``stopPrice``)."""
+    trailing_delta: int | None = None
+    """Binance ``trailingDelta`` in basis points (10..2000 on Binance; the TRAILING_DELTA filter)."""
+    list_client_id: str | None = None
+    """Set on the legs of an order list: the list's ``listClientOrderId``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListRequest:
+    """An order list to place: an OCO pair, or an OTOCO (a LIMIT/LIMIT_MAKER ``working`` order
+    whose fill places the OCO pair).  ``take_profit`` is the LIMIT_MAKER / TAKE_PROFIT(_LIMIT)
+    leg and ``stop`` the STOP_LOSS(_LIMIT) leg; each leg has its own client order id and
+    carries ``list_client_id``.  The broker maps the legs to Binance's above/below orders by
+    side (a SELL OCO's take-profit is the above order, a BUY OCO's the below order)."""
+
+    kind: ListKind
+    symbol: str
+    list_client_id: str
+    take_profit: OrderRequest
+    stop: OrderRequest
+    working: OrderRequest | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +132,34 @@ class ExchangeOrder:
     update_time_ms: int | None = None
     reject_reason: str | None = None
     fills: tuple[Fill, ...] = field(default_factory=tuple)
+    stop_price: Decimal | None = None
+    trailing_delta: int | None = None
+    list_client_id: str | None = None
+    """The order list this order belongs to (None: a single order)."""
+    triggered: bool = False
+    """A conditional order whose stop has triggered (Binance: ``workingTime`` set); an untriggered
+    stop is open but not on the book."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeList:
+    """What the exchange says about an order list (Binance ``listStatus``)."""
+
+    symbol: str
+    list_client_id: str
+    contingency_type: str
+    """"OCO" or "OTO" (an OTOCO is reported as OTO while its working order works)."""
+    list_status_type: str
+    """RESPONSE, EXEC_STARTED, ALL_DONE."""
+    list_order_status: str
+    """EXECUTING, ALL_DONE, REJECT."""
+    orders: tuple[ExchangeOrder, ...] = field(default_factory=tuple)
+    exchange_list_id: str | None = None
+    transaction_time_ms: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.list_status_type == "ALL_DONE" or self.list_order_status in ("ALL_DONE", "REJECT")
 
 
 @dataclass(frozen=True, slots=True)

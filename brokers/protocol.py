@@ -14,13 +14,19 @@ from decimal import Decimal
 from typing import Protocol
 
 from brokers.filters import SymbolRules
-from brokers.models import Balance, ExchangeOrder, Fill, OrderRequest
+from brokers.models import Balance, ExchangeList, ExchangeOrder, Fill, ListRequest, OrderRequest
 
 ExecutionHandler = Callable[[ExchangeOrder], Awaitable[None]]
+ListHandler = Callable[[ExchangeList], Awaitable[None]]
 
 
 class Broker(Protocol):
     name: str
+    order_types: frozenset[str]
+    """The order types this venue takes (MARKET, LIMIT, …, STOP_LOSS_LIMIT); others are refused
+    before anything is sent, naming the venue."""
+    list_kinds: frozenset[str]
+    """The order lists it places natively: {"OCO", "OTOCO"} on Binance; empty where the venue has none."""
 
     def set_event_handler(self, handler: ExecutionHandler) -> None:
         """Where order updates (with fills) go, whether they come from a stream or from polling."""
@@ -30,6 +36,21 @@ class Broker(Protocol):
 
     async def place(self, req: OrderRequest) -> ExchangeOrder:
         """Place an order; raises OrderRejected (not placed) or OutcomeUnknown (maybe placed)."""
+
+    def set_list_handler(self, handler: ListHandler) -> None:
+        """Where order-list updates go (Binance ``listStatus`` events, or the paper broker's own)."""
+
+    async def place_list(self, req: ListRequest) -> ExchangeList:
+        """Place an order list (``req.kind`` in :attr:`list_kinds`); raises like :meth:`place`."""
+
+    async def cancel_list(self, symbol: str, list_client_id: str) -> ExchangeList:
+        """Cancel an open order list (every leg); raises BrokerError if the venue refuses."""
+
+    async def query_list(self, list_client_id: str) -> ExchangeList | None:
+        """The venue's view of one order list, or None if it never received it."""
+
+    async def open_lists(self) -> list[ExchangeList]:
+        """Every open order list."""
 
     async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
         """Cancel an open order; raises BrokerError if the venue refuses."""

@@ -115,6 +115,13 @@ class OrderService:
         started = time.perf_counter()
         admitted = await self.guard.admit(req)
         self._assets[req.symbol] = (admitted.rules.base_asset, admitted.rules.quote_asset)
+        return await self.send_recorded(req, started=started)
+
+    async def send_recorded(self, req: OrderRequest, *, started: float | None = None) -> dict[str, Any]:
+        """Send an order already recorded as an intent (PENDING_SUBMIT) by the guard — here, or in
+        another path's own transaction (an alert firing commits its action's intent with the firing
+        and calls this after the commit).  Sent once: a lost answer is looked up, never re-sent."""
+        started = time.perf_counter() if started is None else started
         kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or 0)}"
         qty_text = plain(req.quantity) if req.quantity is not None else f"quote:{plain(req.quote_quantity or 0)}"
         await self._write(
