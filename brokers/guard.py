@@ -23,6 +23,7 @@ and OCO legs (design.md §8) call the same method.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import structlog
 
 from brokers.filters import FilterError, SymbolRules
 from brokers.models import BrokerError, OrderRequest, RateLimitedError
+from brokers.order_admission import Admission, admit_in
 from brokers.order_args import OrderInputError
 from brokers.order_args import plain_decimal as plain
 from brokers.order_store import OrderStore
@@ -151,6 +153,19 @@ class OrderGuard:
 
     async def admit(self, req: OrderRequest) -> Admitted:
         """Check, value and record ``req`` as an intent (PENDING_SUBMIT); raises OrderInputError/OrderRefused."""
+        checked = await self.check(req)
+        now = self._clock()
+        admission = await self.store.admit_intent(
+            self.broker_name, req, checked.notional, now, daily_limit=self.limits.max_daily_notional, since=now - DAY_S
+        )
+        self.raise_unless_recorded(checked, admission)
+        return checked
+
+    async def check(self, req: OrderRequest) -> Admitted:
+        """Steps 1-6 (everything but the daily limit and the insert): no database write.
+
+        A path that commits the intent inside its own transaction (an alert firing) calls this
+        first, then :meth:`admit_checked_in` in its transaction."""
         allowed = self.limits.allowed_symbols
         if allowed and req.symbol not in allowed:
             raise OrderRefused(
@@ -180,21 +195,36 @@ class OrderGuard:
                 f"(valued at {self._valued_at(req, ref)}); lower the quantity, or the operator raises "
                 "trading_max_order_notional"
             )
-        daily = self.limits.max_daily_notional
+        return Admitted(req, notional, ref, rules)
+
+    def admit_checked_in(self, conn: sqlite3.Connection, checked: Admitted) -> None:
+        """Step 7 inside the caller's transaction (database thread): the daily limit and the insert.
+
+        Raises :class:`OrderRefused` before writing anything when the order cannot be recorded."""
         now = self._clock()
-        admission = await self.store.admit_intent(
-            self.broker_name, req, notional, now, daily_limit=daily, since=now - DAY_S
+        admission = admit_in(
+            conn,
+            self.broker_name,
+            checked.request,
+            checked.notional,
+            now,
+            daily_limit=self.limits.max_daily_notional,
+            since=now - DAY_S,
         )
+        self.raise_unless_recorded(checked, admission)
+
+    def raise_unless_recorded(self, checked: Admitted, admission: Admission) -> None:
+        req = checked.request
         if admission.duplicate:
             raise OrderRefused(f"client_order_id {req.client_order_id} was already used; choose another")
         if not admission.recorded:
+            daily = self.limits.max_daily_notional
             assert daily is not None
             raise OrderRefused(
-                f"order refused: order value {plain(notional)} would take today's traded value to "
-                f"{plain(admission.used + notional)}, over the daily limit {plain(daily)}; wait until earlier "
-                "orders are more than 24 hours old, or the operator raises trading_max_daily_notional"
+                f"order refused: order value {plain(checked.notional)} would take today's traded value to "
+                f"{plain(admission.used + checked.notional)}, over the daily limit {plain(daily)}; wait until "
+                "earlier orders are more than 24 hours old, or the operator raises trading_max_daily_notional"
             )
-        return Admitted(req, notional, ref, rules)
 
     def _valued_at(self, req: OrderRequest, ref: ReferencePrice) -> str:
         if req.quote_quantity is not None:
