@@ -18,6 +18,7 @@ from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from brokers.simulator.exchange_info import split_symbol, step_size_for, tick_size_for
+from brokers.simulator.execution_report import execution_report
 
 FEE = Decimal("0.001")
 MIN_NOTIONAL = Decimal("5")
@@ -56,12 +57,24 @@ class SimOrder:
     executed_qty: Decimal = Decimal(0)
     cumulative_quote: Decimal = Decimal(0)
     fills: list[dict[str, Any]] = field(default_factory=list)
+    stop_price: Decimal | None = None
+    trailing_delta: int | None = None
+    order_list_id: int = -1
+    working_time: int | None = None
+    """When the order went on the book (-1: an untriggered stop or a pending list leg); None: ``time_ms``."""
+    reserved: Decimal | None = None
+    """Funds locked for the order when not ``orig_qty × price`` (a BUY stop-market order's)."""
+    trailing_time: int = -1
+
+    @property
+    def working(self) -> int:
+        return self.time_ms if self.working_time is None else self.working_time
 
     def rest_view(self) -> dict[str, Any]:
-        return {
+        view = {
             "symbol": self.symbol,
             "orderId": self.order_id,
-            "orderListId": -1,
+            "orderListId": self.order_list_id,
             "clientOrderId": self.client_order_id,
             "price": _s(self.price),
             "origQty": _s(self.orig_qty),
@@ -71,15 +84,19 @@ class SimOrder:
             "timeInForce": self.time_in_force or "GTC",
             "type": self.type,
             "side": self.side,
-            "stopPrice": "0.00000000",
+            "stopPrice": _s(self.stop_price or Decimal(0)),
             "icebergQty": "0.00000000",
             "time": self.time_ms,
             "updateTime": self.update_ms,
-            "isWorking": self.status in ("NEW", "PARTIALLY_FILLED"),
-            "workingTime": self.time_ms,
+            "isWorking": self.status in ("NEW", "PARTIALLY_FILLED") and self.working != -1,
+            "workingTime": self.working,
             "origQuoteOrderQty": "0.00000000",
             "selfTradePreventionMode": "EXPIRE_MAKER",
         }
+        if self.trailing_delta is not None:
+            view["trailingDelta"] = self.trailing_delta
+            view["trailingTime"] = self.trailing_time
+        return view
 
 
 class SimAccount:
@@ -94,6 +111,8 @@ class SimAccount:
         self._next_order = 1
         self._next_trade = 1
         self.listeners: list[Listener] = []
+        self.order_hooks: list[Callable[[SimOrder, str, int], None]] = []
+        """Called after each order event (order lists and conditional orders follow fills and cancels)."""
 
     # --- rules ---------------------------------------------------------------------------
     @staticmethod
@@ -123,38 +142,7 @@ class SimAccount:
 
     # --- events ------------------------------------------------------------------------
     def _emit(self, order: SimOrder, exec_type: str, now: int, fill: dict[str, Any] | None) -> None:
-        report = {
-            "e": "executionReport",
-            "E": now,
-            "s": order.symbol,
-            "c": order.client_order_id,
-            "S": order.side,
-            "o": order.type,
-            "f": order.time_in_force or "GTC",
-            "q": _s(order.orig_qty),
-            "p": _s(order.price),
-            "P": "0.00000000",
-            "F": "0.00000000",
-            "g": -1,
-            "C": order.client_order_id if exec_type == "CANCELED" else "",
-            "x": exec_type,
-            "X": order.status,
-            "r": "NONE",
-            "i": order.order_id,
-            "l": fill["qty"] if fill else "0.00000000",
-            "z": _s(order.executed_qty),
-            "L": fill["price"] if fill else "0.00000000",
-            "n": fill["commission"] if fill else "0",
-            "N": fill["commissionAsset"] if fill else None,
-            "T": now,
-            "t": fill["id"] if fill else -1,
-            "w": order.status == "NEW",
-            "m": bool(fill and fill["isMaker"]),
-            "O": order.time_ms,
-            "Z": _s(order.cumulative_quote),
-            "Y": (fill and _s(Decimal(fill["qty"]) * Decimal(fill["price"]))) or "0.00000000",
-            "Q": "0.00000000",
-        }
+        report = execution_report(order, exec_type, now, fill)
         base, quote = split_symbol(order.symbol)
         position = {
             "e": "outboundAccountPosition",
@@ -168,6 +156,13 @@ class SimAccount:
         for listener in list(self.listeners):
             listener(report)
             listener(position)
+        for hook in list(self.order_hooks):
+            hook(order, exec_type, now)
+
+    def emit_event(self, event: dict[str, Any]) -> None:
+        """Send another user-data event (``listStatus``) to the WS-API subscribers."""
+        for listener in list(self.listeners):
+            listener(event)
 
     # --- orders --------------------------------------------------------------------------
     def place(
@@ -259,7 +254,7 @@ class SimAccount:
         if order.side == "BUY":
             commission, asset = qty * FEE, base
             if maker:
-                reserved = qty * order.price
+                reserved = qty * order.price if order.reserved is None else order.reserved
                 self.locked[quote] -= reserved
                 self.free[quote] += reserved - value
             else:
@@ -268,7 +263,9 @@ class SimAccount:
         else:
             commission, asset = value * FEE, quote
             if maker:
-                self.locked[base] -= qty
+                reserved = qty if order.reserved is None else order.reserved
+                self.locked[base] -= reserved
+                self.free[base] -= qty - reserved
             else:
                 self.free[base] -= qty
             self.free[quote] += value - commission
@@ -292,7 +289,7 @@ class SimAccount:
                 "symbol": order.symbol,
                 "id": fill["id"],
                 "orderId": order.order_id,
-                "orderListId": -1,
+                "orderListId": order.order_list_id,
                 "price": fill["price"],
                 "qty": fill["qty"],
                 "quoteQty": _s(value),
@@ -310,7 +307,7 @@ class SimAccount:
         """Fill resting limit orders of ``symbol`` that ``price`` reaches (at their limit); returns how many."""
         filled = 0
         for order in list(self.orders.values()):
-            if order.symbol != symbol or order.status != "NEW":
+            if order.symbol != symbol or order.status != "NEW" or order.working == -1:
                 continue
             if (order.side == "BUY" and price <= order.price) or (order.side == "SELL" and price >= order.price):
                 self._fill(order, order.price, now, maker=True)
@@ -332,6 +329,8 @@ class SimAccount:
         base, quote = split_symbol(order.symbol)
         remaining = order.orig_qty - order.executed_qty
         asset, amount = (quote, remaining * order.price) if order.side == "BUY" else (base, remaining)
+        if order.reserved is not None:
+            amount = order.reserved
         self.locked[asset] -= amount
         self.free[asset] = self._bal(asset) + amount
         order.status = "CANCELED"

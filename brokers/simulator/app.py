@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from brokers.simulator import control, order_rest, rest, ws_api, ws_handlers
+from brokers.simulator import control, market_rest, order_list_rest, order_rest, rest, ws_api, ws_handlers
 from brokers.simulator.clock import ClockMode
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET, DEFAULT_SYMBOLS, SimConfig, SimExchange
 
@@ -21,7 +21,9 @@ def build_app(exchange: SimExchange) -> web.Application:
     app = web.Application(middlewares=[rest.binance_middleware], client_max_size=1 << 20)
     app[rest.EXCHANGE_KEY] = exchange
     rest.add_routes(app)
+    market_rest.add_routes(app)
     order_rest.add_routes(app)
+    order_list_rest.add_routes(app)
     ws_handlers.add_routes(app)
     ws_api.add_routes(app)
     control.add_routes(app)

@@ -44,7 +44,7 @@ async def post_price(request: web.Request) -> web.Response:
     if price is None:
         return _bad("price must be a positive number (string or number)")
     qty = _positive(body.get("qty", "0.001")) or 0.001
-    ex.trade(symbol, price, qty)
+    price = ex.trade(symbol, price, qty)  # on the tick grid
     return json_response({"ok": True, "symbol": symbol, "price": f"{price:.8f}", "time": ex.now_ms()})
 
 

@@ -12,11 +12,15 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.simulator.accounts import SimAccount
+from brokers.simulator.book import BOOK_LEVELS, Book, build_book
 from brokers.simulator.clock import ClockMode, SimClock
+from brokers.simulator.conditional import Conditionals
 from brokers.simulator.faults import Faults
 from brokers.simulator.market import INTERVAL_MS, Market, kline_event, open_time_of
+from brokers.simulator.order_lists import OrderLists
 from brokers.simulator.prices import start_price
 from brokers.simulator.streams import StreamConnection, StreamHub
+from brokers.simulator.tape import Tape
 from brokers.simulator.weights import WeightMeter
 from brokers.simulator.ws_api_hub import WsApiHub
 
@@ -51,11 +55,17 @@ class SimExchange:
         self.hub = StreamHub(self.faults, ping_interval_s=config.ping_interval_s, max_age_s=config.max_connection_age_s)
         self.requests: Counter[str] = Counter()
         self.order_posts_ns: deque[int] = deque(maxlen=10_000)
+        self.order_arrivals: dict[str, int] = {}
+        """When each order request first arrived (``time.monotonic_ns``), by client order id (benchmarks)."""
         """When each ``POST /api/v3/order`` arrived (``time.monotonic_ns``, comparable across processes): benchmarks."""
         origin = self.clock.now_ms()
         self.markets: dict[str, Market] = {s.upper(): Market(s.upper(), config.seed, origin) for s in config.symbols}
         self.account = SimAccount(config.balances)
+        self.conditional = Conditionals(self.account)
+        self.order_lists = OrderLists(self.account, self.conditional)
         self.ws_api = WsApiHub()
+        self.tapes: dict[str, Tape] = {s: Tape(m) for s, m in self.markets.items()}
+        self.account.listeners.append(self._record_fill)
 
     # --- time ------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -104,21 +114,42 @@ class SimExchange:
                 frames += 1
         return frames
 
-    def trade(self, symbol: str, price: float, qty: float) -> None:
-        """A trade at ``price`` now: re-anchors the path, fills resting orders it reaches, pushes streams."""
-        self.markets[symbol].trade(self.now_ms(), price, qty)
+    def trade(self, symbol: str, price: float, qty: float) -> float:
+        """A trade now at ``price`` snapped to the tick (returned): re-anchors the path, fills resting orders."""
+        price = self.markets[symbol].trade(self.now_ms(), price, qty)
         self.account.match(symbol, Decimal(f"{price:.8f}"), self.now_ms())
+        self.conditional.on_price(symbol, Decimal(f"{price:.8f}"), self.now_ms())
         self.push_updates(symbol)
+        return price
+
+    # --- order book and trade tape (book.py, tape.py) ------------------------------------
+    def book(self, symbol: str, limit: int = BOOK_LEVELS) -> Book:
+        """The order book now: ``limit`` levels a side (at most ``BOOK_LEVELS``), Decimal prices."""
+        return build_book(self.markets[symbol], self.now_ms(), max(1, min(limit, BOOK_LEVELS)))
+
+    def best_bid_ask(self, symbol: str) -> tuple[Decimal, Decimal]:
+        """(best bid, best ask) now; ``bid < last ≤ ask``, at least one tick apart."""
+        book = build_book(self.markets[symbol], self.now_ms(), 1)
+        return book.best_bid[0], book.best_ask[0]
+
+    def _record_fill(self, event: dict[str, Any]) -> None:
+        """Order fills are public trades too (on the tape and in klines; they do not move the path)."""
+        if event.get("e") != "executionReport" or event.get("x") != "TRADE" or event.get("s") not in self.markets:
+            return
+        buyer_maker = (event["S"] == "BUY") == bool(event["m"])
+        qty = float(event["l"])
+        if qty > 0:
+            self.markets[event["s"]].record_fill(int(event["T"]), float(event["L"]), qty, buyer_maker=buyer_maker)
 
     def match_resting(self) -> int:
         """Fill resting orders the price path has reached (after the clock moved)."""
         now = self.now_ms()
         symbols = {o.symbol for o in self.account.orders.values() if o.status == "NEW"}
-        return sum(
-            self.account.match(s, Decimal(f"{self.markets[s].last_price(now):.8f}"), now)
-            for s in symbols
-            if s in self.markets
-        )
+        filled = 0
+        for s in sorted(symbols & set(self.markets)):
+            price = Decimal(f"{self.markets[s].last_price(now):.8f}")
+            filled += self.account.match(s, price, now) + self.conditional.on_price(s, price, now)
+        return filled
 
     def advance(self, seconds: float) -> dict[str, Any]:
         before = self.now_ms()

@@ -1,9 +1,12 @@
 """One simulated market: its price path and its klines for every Binance interval.
 
-A kline is sampled from the price path at 17 evenly spaced moments plus every posted trade
-inside it; closed klines are cached (they can no longer change: trades are always "now").
+A kline is sampled from the price path at every 15 s lattice point (intervals up to 1h: its
+high and low then bound every trade of the tape) or at 17 evenly spaced moments (longer
+intervals), plus every posted trade inside it; closed klines are cached (they can no longer
+change: trades are always "now").
 The open kline is sampled up to the current time.  Rows come out exactly as Binance's REST
-sends them (12 elements, strings for prices and volumes).
+sends them (12 elements, strings for prices and volumes).  Prices come from the path already
+on the symbol's tick grid, so every OHLC value is a multiple of tickSize.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ INTERVAL_MS: dict[str, int] = {
 }
 _WEEK_OFFSET_MS = 4 * 86_400_000  # Binance weeks open on Monday; the epoch was a Thursday
 _SAMPLES = 17
+_LATTICE_MS = 15_000  # the finest lattice of prices.py: the path is monotone between its points
+_EXACT_MAX_STEP = 3_600_000  # klines up to 1h are sampled at every lattice point (exact high/low)
 
 
 def open_time_of(interval: str, t_ms: int) -> int:
@@ -76,11 +81,22 @@ class Market:
         self._vol_key = _stable_hash(f"{seed}:{symbol}:volume")
         self._closed: dict[str, dict[int, Kline]] = {}
 
+    @property
+    def base_volume(self) -> float:
+        """Typical base-asset volume per minute (klines, the trade tape and the book scale with it)."""
+        return self._base_volume
+
     def last_price(self, now_ms: int) -> float:
         return self.path.price_at(now_ms)
 
-    def trade(self, now_ms: int, price: float, qty: float) -> None:
-        self.path.add_trade(now_ms, price, qty)
+    def trade(self, now_ms: int, price: float, qty: float) -> float:
+        """A trade that moves the market (control API); returns its price snapped to the tick."""
+        return self.path.add_trade(now_ms, price, qty)
+
+    def record_fill(self, t_ms: int, price: float, qty: float, *, buyer_maker: bool) -> None:
+        """An order fill: a public trade that does not re-anchor the path (never before the last trade)."""
+        t_ms = max(t_ms, self.path.trades_t[-1]) if self.path.trades_t else t_ms
+        self.path.add_trade(t_ms, price, qty, buyer_maker=buyer_maker, anchor=False)
 
     def _volume(self, interval: str, open_times: np.ndarray) -> np.ndarray:
         step_minutes = INTERVAL_MS[interval] / 60_000
@@ -88,6 +104,23 @@ class Market:
         h ^= h >> np.uint64(29)
         u = (h % np.uint64(1_000_003)).astype(np.float64) / 1_000_003
         return self._base_volume * step_minutes * (0.5 + u)
+
+    def _samples(self, starts: np.ndarray, step: int, now_ms: int) -> np.ndarray:
+        """Path prices inside each kline (rows), the first being its open and the last its close.
+
+        Up to an hour: the open, every 15 s lattice point (where the path's pieces join, so its
+        extremes) priced before trades posted at that instant as the tape's trades are (the
+        trades themselves count through ``trades_between``), then the close.
+        """
+        if step > _EXACT_MAX_STEP:
+            frac = np.linspace(0.0, 1.0, _SAMPLES)
+            grid = np.minimum(starts[:, None] + (frac[None, :] * (step - 1)).astype(np.int64), now_ms)
+            return self.path.price(grid.ravel()).reshape(grid.shape)
+        lattice = np.minimum(starts[:, None] + np.arange(0, step, _LATTICE_MS)[None, :], now_ms)
+        inside = self.path.price(lattice.ravel(), before_trades_at_t=True).reshape(lattice.shape)
+        opens = self.path.price(np.minimum(starts, now_ms))
+        close = self.path.price(np.minimum(starts + step - 1, now_ms))
+        return np.column_stack([opens, inside, close])
 
     def klines(self, interval: str, open_times: list[int], now_ms: int) -> list[Kline]:
         """Klines opening at ``open_times`` (all ≤ now), closed ones from the cache."""
@@ -97,10 +130,7 @@ class Market:
         todo = [i for i, k in enumerate(out) if k is None]
         if todo:
             starts = np.asarray([open_times[i] for i in todo], dtype=np.int64)
-            frac = np.linspace(0.0, 1.0, _SAMPLES)
-            grid = starts[:, None] + (frac[None, :] * (step - 1)).astype(np.int64)
-            grid = np.minimum(grid, now_ms)
-            prices = self.path.price(grid.ravel()).reshape(grid.shape)
+            prices = self._samples(starts, step, now_ms)
             volumes = self._volume(interval, starts)
             for row, i in enumerate(todo):
                 t0 = open_times[i]
@@ -119,7 +149,7 @@ class Market:
                     low=lo,
                     close=float(p[-1]),
                     volume=vol,
-                    trades=int(vol * 3) + len(tp),
+                    trades=(min(t0 + step - 1, now_ms) - t0) // 1000 + 1 + len(tp),  # the tape's trades
                     closed=closed,
                 )
                 out[i] = k

@@ -16,9 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from brokers.simulator.accounts import OrderError, SimOrder
+from brokers.simulator.conditional import ALL_TYPES, PERCENT_PRICE, TIF_REQUIRED
 from brokers.simulator.exchange import SimExchange
-from brokers.simulator.rest import EXCHANGE_KEY, ApiError, json_response
+from brokers.simulator.rest import ARRIVED_NS, EXCHANGE_KEY, ApiError, json_response
 from brokers.simulator.signing import signed_params
+from brokers.trigger_rules import CONDITIONAL_TYPES, percent_price_by_side
 
 
 async def _params(request: web.Request) -> tuple[SimExchange, dict[str, str]]:
@@ -60,7 +62,7 @@ def _view(order: SimOrder, resp_type: str) -> dict[str, Any]:
     out = {
         "symbol": order.symbol,
         "orderId": order.order_id,
-        "orderListId": -1,
+        "orderListId": order.order_list_id,
         "clientOrderId": order.client_order_id,
         "transactTime": order.update_ms,
     }
@@ -71,7 +73,12 @@ def _view(order: SimOrder, resp_type: str) -> dict[str, Any]:
         k: view[k]
         for k in ("price", "origQty", "executedQty", "cummulativeQuoteQty", "status", "timeInForce", "type", "side")
     }
-    out["workingTime"] = order.time_ms
+    if order.stop_price is not None:
+        out["stopPrice"] = view["stopPrice"]
+    if order.trailing_delta is not None:
+        out["trailingDelta"] = order.trailing_delta
+        out["trailingTime"] = order.trailing_time
+    out["workingTime"] = order.working
     out["selfTradePreventionMode"] = "EXPIRE_MAKER"
     if resp_type == "FULL":
         out["fills"] = [
@@ -87,15 +94,37 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
     if side not in ("BUY", "SELL"):
         raise ApiError(-1102, "Mandatory parameter 'side' was not sent, was empty/null, or malformed.")
     otype = params.get("type", "").upper()
-    if otype not in ("MARKET", "LIMIT", "LIMIT_MAKER"):
+    if otype not in ALL_TYPES:
         raise ApiError(-1116, "Invalid orderType.")
     tif = params.get("timeInForce")
-    if otype == "LIMIT" and tif not in ("GTC", "IOC", "FOK"):
+    if otype in TIF_REQUIRED and tif not in ("GTC", "IOC", "FOK"):
         raise ApiError(-1102, "Mandatory parameter 'timeInForce' was not sent, was empty/null, or malformed.")
     client_id = params.get("newClientOrderId") or f"sim-{ex.now_ms()}-{len(ex.account.orders) + 1}"
+    if ARRIVED_NS in request and not test:
+        ex.order_arrivals.setdefault(client_id, request[ARRIVED_NS])
     now = ex.now_ms()
     last = Decimal(f"{ex.markets[symbol].last_price(now):.8f}")
     tick, step = ex.account.steps(dict(ex.start_prices())[symbol])
+    stop, delta = _decimal(params, "stopPrice"), _trailing_delta(params)
+    if otype in CONDITIONAL_TYPES:
+        try:
+            order = ex.conditional.place(
+                symbol=symbol, side=side, otype=otype, qty=_decimal(params, "quantity"),
+                price=_decimal(params, "price"), stop=stop, delta=delta, tif=tif, client_id=client_id, last=last,
+                tick=tick, step=step, now=now, test=test,
+            )  # fmt: skip
+        except OrderError as exc:
+            raise ApiError(exc.code, exc.msg, exc.status) from None
+        return await _answer(ex, order, params, "ACK", test=test)
+    if stop is not None or delta is not None:
+        raise ApiError(
+            -1106, f"Parameter '{'stopPrice' if stop is not None else 'trailingDelta'}' sent when not required."
+        )
+    price = _decimal(params, "price")
+    if price is not None and otype != "MARKET":
+        refusal = percent_price_by_side(side, price, last, PERCENT_PRICE)
+        if refusal is not None:
+            raise ApiError(refusal.code, refusal.msg)
     try:
         order = ex.account.place(
             symbol=symbol,
@@ -103,7 +132,7 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
             otype=otype,
             qty=_decimal(params, "quantity"),
             quote_qty=_decimal(params, "quoteOrderQty"),
-            price=_decimal(params, "price"),
+            price=price,
             tif=tif,
             client_id=client_id,
             last=last,
@@ -114,6 +143,22 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
         )
     except OrderError as exc:
         raise ApiError(exc.code, exc.msg, exc.status) from None
+    return await _answer(ex, order, params, "FULL" if otype == "MARKET" else "RESULT", test=test)
+
+
+def _trailing_delta(params: dict[str, str]) -> int | None:
+    raw = params.get("trailingDelta")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise ApiError(-1100, "Illegal characters found in parameter 'trailingDelta'.")
+    return int(raw)
+
+
+async def _answer(
+    ex: SimExchange, order: SimOrder, params: dict[str, str], default_resp: str, *, test: bool
+) -> web.Response:
+    """The answer to an accepted order, with the order faults of the control API applied."""
     if test:
         return json_response({})
     fault = ex.faults.take_order_fault()
@@ -124,9 +169,7 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
             return json_response(
                 {"code": -1000, "msg": "An unknown error occurred while processing the request."}, status=fault.status
             )
-    return json_response(
-        _view(order, params.get("newOrderRespType", "FULL" if otype == "MARKET" else "RESULT").upper())
-    )
+    return json_response(_view(order, params.get("newOrderRespType", default_resp).upper()))
 
 
 async def post_order(request: web.Request) -> web.Response:
@@ -162,7 +205,11 @@ async def delete_order(request: web.Request) -> web.Response:
     if order is None:
         raise ApiError(-2011, "Unknown order sent.")
     try:
-        ex.account.cancel(order, ex.now_ms())
+        lst = ex.order_lists.lists.get(order.order_list_id)
+        if lst is not None:
+            ex.order_lists.cancel(lst, ex.now_ms())  # a leg's cancel cancels its whole list
+        else:
+            ex.account.cancel(order, ex.now_ms())
     except OrderError as exc:
         raise ApiError(exc.code, exc.msg, exc.status) from None
     view = order.rest_view()
@@ -177,7 +224,7 @@ async def open_orders(request: web.Request) -> web.Response:
     rows = [
         o.rest_view()
         for o in ex.account.orders.values()
-        if o.status in ("NEW", "PARTIALLY_FILLED") and (symbol is None or o.symbol == symbol)
+        if o.status in ("NEW", "PARTIALLY_FILLED", "PENDING_NEW") and (symbol is None or o.symbol == symbol)
     ]
     return json_response(rows)
 

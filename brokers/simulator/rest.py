@@ -12,10 +12,14 @@ from aiohttp import web
 from brokers.simulator.exchange import SimExchange
 from brokers.simulator.exchange_info import exchange_info
 from brokers.simulator.market import INTERVAL_MS, kline_row
-from brokers.simulator.weights import ENDPOINT_WEIGHTS
+from brokers.simulator.weights import ENDPOINT_WEIGHTS, market_data_weight
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 EXCHANGE_KEY: web.AppKey[SimExchange] = web.AppKey("exchange", SimExchange)
+
+
+ARRIVED_NS = web.RequestKey("arrived_ns", int)
+"""When an order request reached the simulator (``time.monotonic_ns``), for benchmarks."""
 
 
 class ApiError(Exception):
@@ -43,7 +47,8 @@ async def binance_middleware(request: web.Request, handler: Handler) -> web.Stre
     ex = request.app[EXCHANGE_KEY]
     ex.requests[f"{request.method} {request.path}"] += 1
     if request.method == "POST" and request.path == "/api/v3/order":
-        ex.order_posts_ns.append(time.monotonic_ns())
+        request[ARRIVED_NS] = arrived = time.monotonic_ns()
+        ex.order_posts_ns.append(arrived)
     fault = ex.faults.take_http_error(request.path)
     if fault is not None:
         headers = {**_weight_headers(ex), "Retry-After": str(fault.retry_after)}
@@ -53,6 +58,7 @@ async def binance_middleware(request: web.Request, handler: Handler) -> web.Stre
         weight = 20
     elif request.path == "/api/v3/exchangeInfo":
         weight = 2
+    weight = market_data_weight(request.path, request.query, weight)
     retry = ex.weights.try_spend(weight)
     if retry is not None:
         msg = f"Too much request weight used; current limit is {ex.weights.limit} request weight per 1 MINUTE."
@@ -147,6 +153,10 @@ def _ticker_24h(ex: SimExchange, sym: str) -> dict[str, Any]:
     high = max(k.high for k in hourly)
     low = min(k.low for k in hourly)
     vol = sum(k.volume for k in hourly)
+    top = ex.book(sym, 1)
+    (bid, bid_qty), (ask, ask_qty) = top.best_bid, top.best_ask
+    tape = ex.tapes[sym]
+    first_trade, last_trade = tape.between(now - 86_400_000, now, 1)[0], tape.last_trade(now)
     return {
         "symbol": sym,
         "priceChange": f"{last - first:.8f}",
@@ -154,11 +164,11 @@ def _ticker_24h(ex: SimExchange, sym: str) -> dict[str, Any]:
         "weightedAvgPrice": f"{(high + low) / 2:.8f}",
         "prevClosePrice": f"{first:.8f}",
         "lastPrice": f"{last:.8f}",
-        "lastQty": "0.00100000",
-        "bidPrice": f"{last:.8f}",
-        "bidQty": "1.00000000",
-        "askPrice": f"{last:.8f}",
-        "askQty": "1.00000000",
+        "lastQty": f"{last_trade.qty:.8f}",
+        "bidPrice": f"{bid:.8f}",
+        "bidQty": f"{bid_qty:.8f}",
+        "askPrice": f"{ask:.8f}",
+        "askQty": f"{ask_qty:.8f}",
         "openPrice": f"{first:.8f}",
         "highPrice": f"{high:.8f}",
         "lowPrice": f"{low:.8f}",
@@ -166,18 +176,20 @@ def _ticker_24h(ex: SimExchange, sym: str) -> dict[str, Any]:
         "quoteVolume": f"{vol * last:.8f}",
         "openTime": now - 86_400_000,
         "closeTime": now,
-        "firstId": 1,
-        "lastId": 1000,
-        "count": 1000,
+        "firstId": first_trade.id,
+        "lastId": last_trade.id,
+        "count": last_trade.id - first_trade.id + 1,
     }
 
 
 async def ticker_24hr(request: web.Request) -> web.Response:
+    from brokers.simulator.market_rest import symbols_param  # market_rest imports this module
+
     ex = request.app[EXCHANGE_KEY]
-    sym = _symbol(ex, request, required=False)
-    if sym is not None:
-        return json_response(_ticker_24h(ex, sym))
-    return json_response([_ticker_24h(ex, s) for s in ex.markets])
+    wanted = symbols_param(ex, request)
+    if wanted is not None and "symbols" not in request.query:
+        return json_response(_ticker_24h(ex, wanted[0]))
+    return json_response([_ticker_24h(ex, s) for s in (wanted or ex.markets)])
 
 
 async def ticker_price(request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Mapping
 
 # documented weights of the endpoints the simulator serves
 ENDPOINT_WEIGHTS: dict[str, int] = {
@@ -20,7 +21,31 @@ ENDPOINT_WEIGHTS: dict[str, int] = {
     "/api/v3/allOrders": 20,
     "/api/v3/account": 20,
     "/api/v3/myTrades": 20,
+    "/api/v3/depth": 5,
+    "/api/v3/trades": 25,
+    "/api/v3/historicalTrades": 25,
+    "/api/v3/aggTrades": 4,
+    "/api/v3/avgPrice": 2,
+    "/api/v3/ticker/bookTicker": 2,
 }
+
+
+def market_data_weight(path: str, query: Mapping[str, str], weight: int) -> int:
+    """The documented weight of market-data requests whose weight depends on their parameters."""
+    if path == "/api/v3/depth":
+        try:
+            limit = int(query.get("limit", "100"))
+        except ValueError:
+            return weight
+        return 5 if limit <= 100 else 25 if limit <= 500 else 50 if limit <= 1000 else 250
+    if path in ("/api/v3/ticker/bookTicker", "/api/v3/ticker/price") and "symbol" not in query:
+        return 4
+    if path == "/api/v3/ticker/24hr" and "symbol" not in query:
+        count = query["symbols"].count(",") + 1 if "symbols" in query else 101
+        return 2 if count <= 20 else 40 if count <= 100 else 80
+    return weight
+
+
 WINDOW_S = 60.0
 
 
