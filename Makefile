@@ -40,7 +40,9 @@ chaos: $(STAMP)
 		tests/engine/test_live_engine_sim.py tests/daemon/test_sigterm_burst.py \
 		tests/mcp_bridge/test_http_edge.py tests/mcp_bridge/test_passphrase_attempts.py \
 		tests/mcp_bridge/test_oauth_registrations.py tests/mcp_bridge/test_render_flood_daemon.py \
-		tests/engine/test_refused_location.py tests/brokers/test_order_guard_daemon.py
+		tests/engine/test_refused_location.py tests/brokers/test_order_guard_daemon.py \
+		tests/alerts/test_alert_actions_daemon.py tests/brokers/test_halt_daemon.py \
+		tests/brokers/test_unattended_daemon.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from alerts.action_runner import ActionRunner
 from alerts.models import Alert, Firing
 from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
@@ -90,8 +91,12 @@ class AlertEvaluator:
         *,
         clock: Callable[[], float] = time.time,
         queue_size: int = 100_000,
+        actions: ActionRunner | None = None,
     ) -> None:
         self.store = store
+        self.actions = actions
+        """Runs the order actions of action alerts (None: an action alert fires with a refusal)."""
+        self._action_alerts: dict[str, Alert] = {}
         self.market = market
         self.hub = hub
         self._audit = audit
@@ -113,6 +118,8 @@ class AlertEvaluator:
     def index(self, alert: Alert, request: IndicatorRequest | None = None) -> None:
         """Add an active alert to the indexes and make the engine follow its market."""
         self.market.follow(alert.symbol, alert.interval)
+        if alert.action is not None:
+            self._action_alerts[alert.id] = alert
         if alert.kind == "indicator_signal":
             if request is None:
                 (request,) = parse_requests([{"name": alert.indicator_name or alert.indicator, **alert.params}])
@@ -134,6 +141,8 @@ class AlertEvaluator:
         for a in alerts:
             if a.kind != "indicator_signal" and a.trigger == "touch":
                 self.market.follow(a.symbol, a.interval)
+                if a.action is not None:
+                    self._action_alerts[a.id] = a
                 bulk.append((a.symbol, a.kind == "price_above", a.threshold or 0.0, a.id))
             else:
                 self.index(a)
@@ -141,6 +150,7 @@ class AlertEvaluator:
 
     def unindex(self, alert: Alert) -> None:
         """Remove an alert that ended (cancelled, expired, fired) and release its market."""
+        self._action_alerts.pop(alert.id, None)
         if alert.kind == "indicator_signal":
             rid = self._requests.pop(alert.id, None)
             per = self._signals.get((alert.symbol, alert.interval))
@@ -249,18 +259,26 @@ class AlertEvaluator:
         return await self._fire(firings, lambda: None)
 
     async def _fire(self, firings: list[Firing], restore: Callable[[], None]) -> list[Fired]:
+        with_action = [a for f in firings if (a := self._action_alerts.get(f.alert_id)) is not None]
+        runner = self.actions
+        plans = await runner.plan(with_action) if runner is not None and with_action else {}
         async with self._fire_lock:
             try:
-                fired = await self.store.fire(firings)
+                fired = await self.store.fire(firings, plans, runner.executor.commit_in if runner is not None else None)
             except Exception:
+                if runner is not None:
+                    runner.release(plans)
                 restore()
                 log.exception("alert_fire_failed", alerts=len(firings))
                 raise
+        publish_now = await runner.after_commit(fired, plans) if runner is not None else fired
         fired_ids = {f.alert.id for f in fired}
-        for f in fired:
-            self.fired += 1
+        for f in publish_now:
             if f.push_seq is not None and f.push_data is not None:
                 self.hub.publish(f.alert.principal, f.push_seq, f.push_data)
+        for f in fired:
+            self.fired += 1
+            self._action_alerts.pop(f.alert.id, None)
             if f.alert.kind == "indicator_signal" or f.alert.trigger == "close":
                 self.unindex(f.alert)
             else:

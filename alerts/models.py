@@ -45,6 +45,9 @@ class Alert(BaseModel):
     """Exchange time (unix seconds) when the alert was set: only bars closing after it count."""
     expires_at: float | None = None
     note: str | None = None
+    action: dict[str, Any] | None = None
+    """``{"place_order": {...}}``: the normalised place_order arguments run once when it fires
+    (see :mod:`alerts.actions`); None for a notification-only alert."""
 
     @field_validator("threshold")
     @classmethod
@@ -86,6 +89,8 @@ class Alert(BaseModel):
             out["expires_at"] = rfc3339(self.expires_at)
         if self.note is not None:
             out["note"] = self.note
+        if self.action is not None:
+            out["action"] = self.action
         return out
 
 
@@ -101,9 +106,10 @@ class Firing(BaseModel):
     """Open time (unix seconds) of the bar the value belongs to."""
 
 
-def notification_payload(alert: Alert, firing: Firing) -> dict[str, Any]:
-    """An entry of get_notifications (contract §2.12 plus interval, bar_time and note)."""
-    return {
+def notification_payload(alert: Alert, firing: Firing, action: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An entry of get_notifications (contract §2.12 plus interval, bar_time and note, and the
+    action's outcome for an alert that places an order)."""
+    out: dict[str, Any] = {
         "alert_id": alert.id,
         "symbol": alert.symbol,
         "interval": alert.interval,
@@ -113,11 +119,15 @@ def notification_payload(alert: Alert, firing: Firing) -> dict[str, Any]:
         "bar_time": None if firing.bar_time is None else rfc3339(firing.bar_time),
         "note": alert.note,
     }
+    if action is not None:
+        out["action"] = action
+    return out
 
 
-def push_frame(alert: Alert, firing: Firing) -> dict[str, Any]:
-    """The ``notifications/alert_triggered`` JSON-RPC notification (contract §5.9, interval filled in)."""
-    return {
+def push_frame(alert: Alert, firing: Firing, action: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``notifications/alert_triggered`` JSON-RPC notification (contract §5.9, interval filled in;
+    ``action`` as in :func:`notification_payload`)."""
+    frame: dict[str, Any] = {
         "jsonrpc": "2.0",
         "method": "notifications/alert_triggered",
         "params": {
@@ -131,6 +141,9 @@ def push_frame(alert: Alert, firing: Firing) -> dict[str, Any]:
             "note": alert.note,
         },
     }
+    if action is not None:
+        frame["params"]["action"] = action
+    return frame
 
 
 class Subscription(BaseModel):

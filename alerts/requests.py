@@ -25,7 +25,7 @@ from engine.signals import SIGNAL_LABELS, emitters
 
 MAX_PRICE = 1e15
 MAX_NOTE = 500
-SET_ALERT_KEYS = frozenset({"symbol", "condition", "interval", "trigger", "expires_at", "note", "params"})
+SET_ALERT_KEYS = frozenset({"symbol", "condition", "interval", "trigger", "expires_at", "note", "params", "action"})
 CONDITION_KEYS = ("price_above", "price_below", "indicator_signal")
 
 
@@ -48,6 +48,27 @@ class AlertSpec:
     trigger: Trigger = "touch"
     expires_at: float | None = None
     note: str | None = None
+    order: dict[str, Any] | None = None
+    """The ``action.place_order`` arguments as given (checked later by the order path)."""
+
+
+def parse_action(value: Any, symbol: str) -> dict[str, Any] | None:
+    """``action``: ``{"place_order": {...place_order arguments...}}``; the symbol defaults to the alert's."""
+    if value is None:
+        return None
+    example = '{"place_order": {"side": "buy", "type": "market", "quantity": 0.01}}'
+    if not isinstance(value, dict) or set(value) != {"place_order"}:
+        raise AlertInputError(f"action must be an object with one key, place_order, e.g. {example}")
+    order = value["place_order"]
+    if not isinstance(order, dict):
+        raise AlertInputError(f"action.place_order must be an object of place_order arguments, e.g. {example}")
+    order = dict(order)
+    given = order.setdefault("symbol", symbol)
+    if isinstance(given, str) and given.strip().upper() != symbol:
+        raise AlertInputError(
+            f"action.place_order.symbol must be the alert's symbol {symbol} (or omitted); got {_short(given)}"
+        )
+    return order
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -197,6 +218,7 @@ def parse_set_alert(args: dict[str, Any], now: float) -> AlertSpec:
     if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
         raise AlertInputError(f"note must be a string of at most {MAX_NOTE} characters")
     expires_at = parse_expiry(args.get("expires_at"), now)
+    order = parse_action(args.get("action"), symbol)
     if kind == "indicator_signal":
         if "trigger" in args:
             raise AlertInputError(
@@ -213,12 +235,22 @@ def parse_set_alert(args: dict[str, Any], now: float) -> AlertSpec:
             params=params,
             expires_at=expires_at,
             note=note,
+            order=order,
         )
     if "params" in args:
         raise AlertInputError("params applies to indicator_signal alerts only")
     threshold = parse_price(kind, condition[kind])
     assert kind in ALERT_KINDS
-    return AlertSpec(symbol, kind, interval, threshold=threshold, trigger=trigger, expires_at=expires_at, note=note)  # type: ignore[arg-type]
+    return AlertSpec(
+        symbol,
+        kind,  # type: ignore[arg-type]
+        interval,
+        threshold=threshold,
+        trigger=trigger,
+        expires_at=expires_at,
+        note=note,
+        order=order,
+    )
 
 
 def parse_filter(name: str, value: Any, *, allowed: tuple[str, ...] | None = None) -> tuple[str, ...] | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from alerts.actions import ActionExecutor
 from alerts.evaluator import AlertEvaluator
 from alerts.models import ALERT_KINDS, Alert, Subscription
 from alerts.push import PushHub
@@ -39,6 +40,7 @@ class AlertService:
         *,
         default_interval: str,
         check_symbol: SymbolCheck | None = None,
+        executor: ActionExecutor | None = None,
         max_alerts_per_principal: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -47,6 +49,8 @@ class AlertService:
         self.hub = hub
         self.default_interval = default_interval
         self._check_symbol = check_symbol
+        self.executor = executor
+        """The order path that validates alert actions (None: actions are refused — no --trade)."""
         self.max_alerts = max_alerts_per_principal
         self._clock = clock
 
@@ -57,6 +61,8 @@ class AlertService:
             self.evaluator.index_many(batch)
             count += len(batch)
         await self.evaluator.write_audit()
+        if self.evaluator.actions is not None:
+            await self.evaluator.actions.finish_pending()
         log.info("alerts_loaded", count=count)
         return count
 
@@ -70,6 +76,16 @@ class AlertService:
                 raise AlertInputError(f"cannot check symbol {spec.symbol} against the exchange: {exc}") from None
             if problem is not None:
                 raise AlertInputError(problem)
+        action: dict[str, Any] | None = None
+        warnings: list[str] = []
+        if spec.order is not None:
+            if self.executor is None:
+                raise AlertInputError("action needs the order path: run the daemon with --trade")
+            try:
+                normalised, warnings = await self.executor.validate(principal, spec.order)
+            except ValueError as exc:
+                raise AlertInputError(f"action.place_order: {exc}") from None
+            action = {"place_order": normalised}
         alert = Alert(
             id=str(uuid.uuid4()),
             principal=principal,
@@ -86,14 +102,27 @@ class AlertService:
             armed_at=self._exchange_now(spec.symbol, now),
             expires_at=spec.expires_at,
             note=spec.note,
+            action=action,
         )
         if not await self.store.insert_capped(alert, self.max_alerts):
             raise AlertInputError(
                 f"you have {self.max_alerts} active alerts, the most allowed; cancel some with cancel_alert first"
             )
         self.evaluator.index(alert, spec.request)
-        log.info("alert_set", alert_id=alert.id, symbol=alert.symbol, kind=alert.kind, interval=alert.interval)
-        return {"alert_id": alert.id}
+        log.info(
+            "alert_set",
+            alert_id=alert.id,
+            symbol=alert.symbol,
+            kind=alert.kind,
+            interval=alert.interval,
+            action=action is not None,
+        )
+        out: dict[str, Any] = {"alert_id": alert.id}
+        if action is not None:
+            out["action"] = action
+        if warnings:
+            out["warnings"] = warnings
+        return out
 
     def _exchange_now(self, symbol: str, now: float) -> float:
         """The exchange's current time as the engine last saw it (the daemon's clock when unknown)."""

@@ -16,73 +16,18 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from alerts.action_store import CommitAction, PlannedAction, commit_actions_in
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
-from config.database import Database, Migrations
+from alerts.schema import MIGRATIONS
+from config.database import Database
 
-MIGRATIONS = Migrations(
-    "alerts",
-    (
-        (
-            1,
-            """
-            CREATE TABLE alerts (
-                id TEXT PRIMARY KEY,
-                principal TEXT NOT NULL,
-                symbol TEXT NOT NULL,
-                interval TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                record TEXT NOT NULL,
-                created_at REAL NOT NULL,
-                expires_at REAL
-            );
-            CREATE INDEX alerts_principal ON alerts (principal, created_at);
-            CREATE INDEX alerts_expiry ON alerts (expires_at) WHERE expires_at IS NOT NULL;
-            CREATE TABLE alert_events (
-                alert_id TEXT PRIMARY KEY,
-                principal TEXT NOT NULL,
-                outcome TEXT NOT NULL CHECK (outcome IN ('fired', 'cancelled', 'expired')),
-                at REAL NOT NULL,
-                value REAL,
-                bar_time INTEGER,
-                record TEXT NOT NULL,
-                logged INTEGER NOT NULL DEFAULT 0
-            );
-            CREATE INDEX alert_events_unlogged ON alert_events (logged) WHERE logged = 0;
-            CREATE TABLE notifications (
-                alert_id TEXT PRIMARY KEY,
-                principal TEXT NOT NULL,
-                payload TEXT NOT NULL,
-                created_at REAL NOT NULL
-            );
-            CREATE INDEX notifications_principal ON notifications (principal, created_at);
-            CREATE TABLE push_subscriptions (
-                principal TEXT PRIMARY KEY,
-                symbols TEXT,
-                alert_types TEXT,
-                updated_at REAL NOT NULL
-            );
-            CREATE TABLE push_queue (
-                seq INTEGER PRIMARY KEY,
-                principal TEXT NOT NULL,
-                alert_id TEXT NOT NULL,
-                frame TEXT NOT NULL,
-                enqueued_at REAL NOT NULL,
-                delivered INTEGER NOT NULL DEFAULT 0,
-                UNIQUE (principal, alert_id)
-            );
-            CREATE INDEX push_queue_principal ON push_queue (principal, seq);
-            CREATE TABLE alert_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-            INSERT INTO alert_counters (name, value) VALUES ('push_seq', 0)
-            """,
-        ),
-    ),
-)
+__all__ = ["MIGRATIONS", "AlertStore", "Fired", "QueueLimits", "QueuedFrame"]
 
 _CHUNK = 500
 
@@ -95,6 +40,8 @@ class Fired:
     firing: Firing
     push_seq: int | None
     push_data: str | None
+    action: dict[str, Any] | None = None
+    """The action's provisional outcome entry (Pending with its order id, or Refused) for an action alert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +173,29 @@ class AlertStore:
         return [r["id"] for r in rows]
 
     # --- firing ----------------------------------------------------------------------
-    async def fire(self, firings: Sequence[Firing]) -> list[Fired]:
-        """Fire every alert of ``firings`` that is still active, atomically; returns what fired, in order."""
+    async def fire(
+        self,
+        firings: Sequence[Firing],
+        plans: Mapping[str, PlannedAction] | None = None,
+        commit_action: CommitAction | None = None,
+    ) -> list[Fired]:
+        """Fire every alert of ``firings`` that is still active, atomically; returns what fired, in order.
+
+        An alert carrying an action has its order intent recorded in the same transaction
+        (``plans`` from :meth:`ActionExecutor.prepare`, committed by ``commit_action``)."""
         if not firings:
             return []
-        return await self.db.run_transaction(lambda conn: self._fire_sync(conn, firings), durable=True)
+        return await self.db.run_transaction(
+            lambda conn: self._fire_sync(conn, firings, plans or {}, commit_action), durable=True
+        )
 
-    def _fire_sync(self, conn: sqlite3.Connection, firings: Sequence[Firing]) -> list[Fired]:
+    def _fire_sync(
+        self,
+        conn: sqlite3.Connection,
+        firings: Sequence[Firing],
+        plans: Mapping[str, PlannedAction],
+        commit_action: CommitAction | None,
+    ) -> list[Fired]:
         """The firing transaction (runs on the database thread; see Database.run_transaction)."""
         by_id = {f.alert_id: f for f in firings}
         order = list(by_id)
@@ -260,11 +223,12 @@ class AlertStore:
             last = int(row[0])
             seqs = {aid: last - len(pushed) + 1 + i for i, aid in enumerate(pushed)}
         now = max(f.triggered_at for f in firings)
+        actions = commit_actions_in(conn, alerts, plans, commit_action, now)
         out: list[Fired] = []
         for aid in live:
-            a, f = alerts[aid], by_id[aid]
-            data = _dumps(push_frame(a, f)) if aid in seqs else None
-            out.append(Fired(a, f, seqs.get(aid), data))
+            a, f, act = alerts[aid], by_id[aid], actions.get(aid)
+            data = _dumps(push_frame(a, f, act)) if aid in seqs else None
+            out.append(Fired(a, f, seqs.get(aid), data, act))
         for chunk in _chunks(live):
             marks = ",".join("?" * len(chunk))
             conn.execute(f"DELETE FROM alerts WHERE id IN ({marks})", list(chunk))
@@ -285,7 +249,10 @@ class AlertStore:
         )
         conn.executemany(
             "INSERT OR IGNORE INTO notifications (alert_id, principal, payload, created_at) VALUES (?, ?, ?, ?)",
-            [(x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing)), now) for x in out],
+            [
+                (x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing, x.action)), now)
+                for x in out
+            ],
         )
         if seqs:
             conn.executemany(

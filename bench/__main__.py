@@ -9,6 +9,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from bench.alert_actions import print_table as print_action_table
+from bench.alert_actions import run as run_action_benches
 from bench.alerts import print_table as print_alert_table
 from bench.alerts import run as run_alert_benches
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
@@ -25,6 +27,8 @@ from bench.set_alert_http import print_table as print_set_alert_table
 from bench.set_alert_http import run as run_set_alert_benches
 from bench.sqlite_durability import print_table as print_durability_table
 from bench.sqlite_durability import run as run_durability_bench
+from bench.unattended_load import print_table as print_unattended_table
+from bench.unattended_load import run as run_unattended_benches
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -55,6 +59,8 @@ def main() -> None:
     results["render_flood"] = run_render_flood()
     results["set_alert_http"] = run_set_alert_benches()
     results["sqlite_durability"] = run_durability_bench()
+    results["alert_actions"] = run_action_benches()
+    results["unattended_load"] = run_unattended_benches()
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -84,6 +90,10 @@ def main() -> None:
     print_set_alert_table(results["set_alert_http"])
     print("\nSQLite commit durability (WAL):")
     print_durability_table(results["sqlite_durability"])
+    print("\nalert actions (trigger to exchange):")
+    print_action_table(results["alert_actions"])
+    print("\n100,000 action alerts and 10,000 schedules armed:")
+    print_unattended_table(results["unattended_load"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")

@@ -12,6 +12,14 @@ python-binance signs requests and parses answers; everything it lacks is here:
 - **Errors** become our broker errors with MCP codes (-32002 invalid credentials with the
   key masked, -32004 insufficient balance, -32003 unknown symbol).
 Execution events arrive through :mod:`brokers.binance_user_stream` (WS-API).
+
+Protective orders: STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT and TAKE_PROFIT_LIMIT go out with
+``stopPrice`` and/or ``trailingDelta`` (and ``timeInForce`` for the ``_LIMIT`` types); answers
+and execution reports give back ``stopPrice``, ``trailingDelta``, the list membership and
+``workingTime`` (an untriggered conditional order has ``workingTime`` -1: ``triggered`` is
+False until it is set).  Order lists (OCO, OTOCO) are :mod:`brokers.binance_lists`, through
+python-binance 1.0.37's own signed methods (``create_oco_order``, ``v3_post_order_list_otoco``,
+``v3_delete_order_list``, ``v3_get_order_list``, ``get_open_oco_orders``): no hand-made request.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ import structlog
 from binance import AsyncClient
 from binance.exceptions import BinanceAPIException, BinanceRequestException
 
+from brokers.binance_lists import BinanceListsMixin
 from brokers.filters import SymbolRules, rules_by_symbol
 from brokers.models import (
+    STOP_TYPES,
     Balance,
     BrokerError,
     ExchangeOrder,
@@ -58,6 +68,9 @@ def _d(v: Any) -> Decimal:
 
 def order_from_rest(o: dict[str, Any], fills: tuple[Fill, ...] = ()) -> ExchangeOrder:
     price = _d(o.get("price", "0"))
+    stop = _d(o.get("stopPrice", "0") or "0")
+    delta = o.get("trailingDelta")
+    working = o.get("workingTime")
     return ExchangeOrder(
         symbol=o["symbol"],
         client_order_id=o["clientOrderId"],
@@ -72,13 +85,20 @@ def order_from_rest(o: dict[str, Any], fills: tuple[Fill, ...] = ()) -> Exchange
         time_in_force=o.get("timeInForce"),
         update_time_ms=o.get("updateTime") or o.get("transactTime"),
         fills=fills,
+        stop_price=stop if stop > 0 else None,
+        trailing_delta=None if delta in (None, "", 0, "0") else int(delta),
+        list_client_id=o.get("listClientOrderId") or None,
+        triggered=o.get("type") in STOP_TYPES and working not in (None, -1, "-1"),
     )
 
 
-class BinanceBroker:
+class BinanceBroker(BinanceListsMixin):
     """One Binance spot account (testnet by default; mainnet only when the operator allows it)."""
 
     name = "binance"
+    order_types = frozenset(
+        {"MARKET", "LIMIT", "LIMIT_MAKER", "STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"}
+    )
 
     def __init__(
         self,
@@ -214,6 +234,12 @@ class BinanceBroker:
             params["price"] = format(req.price, "f")
         if req.time_in_force is not None and req.type == "LIMIT":
             params["timeInForce"] = req.time_in_force
+        if req.type in ("STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT"):
+            params["timeInForce"] = req.time_in_force or "GTC"
+        if req.stop_price is not None:
+            params["stopPrice"] = format(req.stop_price, "f")
+        if req.trailing_delta is not None:
+            params["trailingDelta"] = req.trailing_delta
         res = await self._call(self._client.create_order, order=True, **params)
         fills = tuple(
             Fill(
@@ -230,6 +256,9 @@ class BinanceBroker:
             for f in res.get("fills", [])
         )
         return order_from_rest(res, fills)
+
+    def _order_view(self, o: dict[str, Any]) -> ExchangeOrder:
+        return order_from_rest(o)
 
     async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
         res = await self._call(

@@ -25,6 +25,10 @@ order after each; 2-core AMD EPYC) and pinned by tests/brokers/test_user_stream_
 - Closing it waits for that same 10-s ``recv()`` timeout.
 So a drop would cost ≥ 10 s of fills learnt only by reconciliation instead of 0.1 s; the
 signing (:func:`sign`) and the frame handling here are ~60 lines.
+
+Protective orders and lists: an execution report's ``P`` (stop price), ``d`` (trailing delta)
+and ``W`` (working time: a conditional order is ``triggered`` once it is set) are parsed;
+``listStatus`` events go to ``on_list`` (:func:`brokers.binance_lists.list_from_event`).
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ import aiohttp
 import orjson
 import structlog
 
-from brokers.models import ExchangeOrder, Fill
+from brokers.binance_lists import list_from_event
+from brokers.models import STOP_TYPES, ExchangeList, ExchangeOrder, Fill
 
 log = structlog.get_logger(__name__)
 
 OrderHandler = Callable[[ExchangeOrder], Awaitable[None]]
+ListHandler = Callable[[ExchangeList], Awaitable[None]]
 
 
 class UserStreamEnded(Exception):
@@ -78,6 +84,8 @@ def execution_to_update(e: dict[str, Any]) -> ExchangeOrder:
     status = e["X"]
     client_id = e["C"] if status == "CANCELED" and e.get("C") else e["c"]
     price = Decimal(str(e.get("p", "0")))
+    stop = Decimal(str(e.get("P", "0") or "0"))
+    delta = e.get("d")
     return ExchangeOrder(
         symbol=e["s"],
         client_order_id=client_id,
@@ -93,6 +101,9 @@ def execution_to_update(e: dict[str, Any]) -> ExchangeOrder:
         update_time_ms=e.get("E"),
         reject_reason=None if e.get("r") in (None, "NONE") else str(e.get("r")),
         fills=fills,
+        stop_price=stop if stop > 0 else None,
+        trailing_delta=None if delta in (None, "", 0, "0") else int(delta),
+        triggered=e.get("o") in STOP_TYPES and e.get("W") not in (None, -1, "-1"),
     )
 
 
@@ -108,6 +119,7 @@ class UserStream:
         api_secret: str,
         on_order: OrderHandler,
         on_resubscribed: Callable[[], Awaitable[Any]] | None = None,
+        on_list: ListHandler | None = None,
         time_offset_ms: Callable[[], int] = lambda: 0,
         heartbeat_s: float = 20.0,
     ) -> None:
@@ -117,6 +129,7 @@ class UserStream:
         self._secret = api_secret
         self._on_order = on_order
         self._on_resubscribed = on_resubscribed
+        self._on_list = on_list
         self._offset = time_offset_ms
         self._heartbeat = heartbeat_s
         self.connected = False
@@ -156,6 +169,9 @@ class UserStream:
                     if kind == "executionReport":
                         self.events += 1
                         await self._on_order(execution_to_update(event))
+                    elif kind == "listStatus" and self._on_list is not None:
+                        self.events += 1
+                        await self._on_list(list_from_event(event))
                     elif kind == "eventStreamTerminated":
                         raise UserStreamEnded("Binance ended the user data stream (eventStreamTerminated)")
         except aiohttp.ClientError as exc:

@@ -43,6 +43,7 @@ import ccxt.async_support as ccxt_async
 import structlog
 from ccxt.base.decimal_to_precision import DECIMAL_PLACES
 
+from brokers.ccxt_stops import NoOrderLists, ccxt_order_types, order_shape
 from brokers.filters import SymbolRules
 from brokers.models import (
     Balance,
@@ -117,12 +118,13 @@ def build_exchange(
     return exchange
 
 
-class CcxtBroker:
-    """One account on a ccxt exchange."""
+class CcxtBroker(NoOrderLists):
+    """One account on a ccxt exchange (stop / take-profit types and list refusals: :mod:`brokers.ccxt_stops`)."""
 
     def __init__(self, exchange: Any, *, name: str | None = None) -> None:
         self.exchange = exchange
         self.name = name or f"ccxt:{exchange.id}"
+        self.order_types = ccxt_order_types(exchange)
         self._handler: ExecutionHandler | None = None
         self._markets_lock = asyncio.Lock()
         self._by_name: dict[str, dict[str, Any]] = {}
@@ -260,6 +262,9 @@ class CcxtBroker:
             time_in_force=o.get("timeInForce"),
             update_time_ms=o.get("lastUpdateTimestamp") or o.get("timestamp"),
             fills=fills,
+            stop_price=_d(o.get("triggerPrice") or o.get("stopPrice"))
+            if o.get("triggerPrice") or o.get("stopPrice")
+            else None,
         )
 
     def _fill(self, t: dict[str, Any], symbol: str, *, side: str | None = None) -> Fill:
@@ -303,8 +308,8 @@ class CcxtBroker:
             )
             return self._order(o, req.symbol, req.client_order_id)
         amount = float(req.quantity) if req.quantity is not None else None
-        otype = "market" if req.type == "MARKET" else "limit"
-        price = float(req.price) if req.price is not None else None
+        otype, price, extra = order_shape(self.exchange, req)  # refuses a type the venue does not declare
+        params |= extra
         o = await self._guard(
             self.exchange.create_order, market["symbol"], otype, req.side.lower(), amount, price, params, order=True
         )

@@ -47,6 +47,8 @@ class SymbolRules:
     min_notional: Decimal
     apply_min_to_market: bool
     max_notional: Decimal | None
+    price_bands: tuple[Decimal, Decimal, Decimal, Decimal] | None = None
+    """PERCENT_PRICE_BY_SIDE: (bid up, bid down, ask up, ask down) multipliers, or None."""
 
     @classmethod
     def from_exchange_info(cls, entry: dict[str, Any]) -> SymbolRules:
@@ -59,6 +61,11 @@ class SymbolRules:
         min_notional = _d(notional.get("minNotional", legacy.get("minNotional", "0")))
         apply_market = bool(notional.get("applyMinToMarket", legacy.get("applyToMarket", True)))
         max_notional = notional.get("maxNotional")
+        band = filters.get("PERCENT_PRICE_BY_SIDE")
+        bands = None
+        if band is not None:
+            keys = ("bidMultiplierUp", "bidMultiplierDown", "askMultiplierUp", "askMultiplierDown")
+            bands = (_d(band[keys[0]]), _d(band[keys[1]]), _d(band[keys[2]]), _d(band[keys[3]]))
         return cls(
             symbol=str(entry["symbol"]).upper(),
             base_asset=str(entry.get("baseAsset", "")),
@@ -76,6 +83,7 @@ class SymbolRules:
             min_notional=min_notional,
             apply_min_to_market=apply_market,
             max_notional=None if max_notional is None else _d(max_notional),
+            price_bands=bands,
         )
 
     def check_price(self, price: Decimal) -> None:
@@ -87,6 +95,22 @@ class SymbolRules:
             raise FilterError(f"price {_plain(price)} is above {self.symbol}'s maximum {_plain(self.max_price)}")
         if self.tick_size > 0:
             _check_step("price", price, self.tick_size, self.min_price, "PRICE_FILTER tick")
+
+    def check_price_band(self, side: str, price: Decimal, reference: Decimal) -> None:
+        """PERCENT_PRICE_BY_SIDE against ``reference`` (our last trade price; Binance uses its own
+        average, so an order near a band edge may still be refused there)."""
+        if self.price_bands is None or reference <= 0:
+            return
+        bid_up, bid_down, ask_up, ask_down = self.price_bands
+        up, down = (bid_up, bid_down) if side == "BUY" else (ask_up, ask_down)
+        lo, hi = reference * down, reference * up
+        if (down > 0 and price < lo) or (up > 0 and price > hi):
+            raise FilterError(
+                f"price {_plain(price)} is outside {self.symbol}'s PERCENT_PRICE_BY_SIDE range for a "
+                f"{side.lower()} order: {_plain(lo.quantize(self.tick_size or Decimal('0.00000001')))} to "
+                f"{_plain(hi.quantize(self.tick_size or Decimal('0.00000001')))} around the last price "
+                f"{_plain(reference)}"
+            )
 
     def check_quantity(self, qty: Decimal, *, market: bool) -> None:
         if qty <= 0:

@@ -19,6 +19,13 @@ and either records it as an intent (PENDING_SUBMIT) or refuses it, in this order
 Every check fails closed: when one cannot be evaluated the order is refused with a message
 naming the reason and the fix.  The tool calls it today; alert actions, schedules, brackets
 and OCO legs (design.md §8) call the same method.
+
+Order lists (:meth:`OrderGuard.admit_list`, :meth:`OrderGuard.admit_bracket`) pass the same
+checks on every leg — a stop's ``stop_price`` against the price filter like a limit price, each
+leg's value against the per-order limit — before anything is recorded; the daily limit then
+counts the list once: its working order (an OTOCO's, or a bracket's entry) plus the larger of
+its take-profit and stop legs, since only one of an OCO pair can fill.  All legs are recorded in
+one transaction (:mod:`brokers.list_store`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import Literal
 import structlog
 
 from brokers.filters import FilterError, SymbolRules
-from brokers.models import BrokerError, OrderRequest, RateLimitedError
+from brokers.list_store import BracketPlan, ListStore, legs_of
+from brokers.models import BrokerError, ListRequest, OrderRequest, RateLimitedError
 from brokers.order_admission import Admission, admit_in
 from brokers.order_args import OrderInputError
 from brokers.order_args import plain_decimal as plain
@@ -90,9 +98,9 @@ def order_value(req: OrderRequest, market: Decimal) -> Decimal:
     if req.quote_quantity is not None:
         return req.quote_quantity
     assert req.quantity is not None
-    if req.type == "MARKET" or req.price is None:
+    if req.type == "MARKET" or (req.price is None and req.stop_price is None):
         return req.quantity * market
-    return req.quantity * max(req.price, market)
+    return req.quantity * max(req.price or market, req.stop_price or market, market)
 
 
 class OrderGuard:
@@ -173,21 +181,48 @@ class OrderGuard:
                 "the operator sets trading_allowed_symbols"
             )
         rules = await self.rules(req.symbol)
-        market = req.type == "MARKET"
+        self._filters(rules, req)
+        ref = await self.reference_price(req.symbol)
+        notional = self._value(rules, req, ref)
+        return Admitted(req, notional, ref, rules)
+
+    # --- order lists: every leg checked, all recorded in one transaction, counted once --------
+    @staticmethod
+    def _filters(rules: SymbolRules, req: OrderRequest) -> None:
+        """Step 3 without the notional: limit price, stop price and quantity against the filters."""
         try:
             if req.price is not None:
                 rules.check_price(req.price)
+            if req.stop_price is not None:
+                try:
+                    rules.check_price(req.stop_price)
+                except FilterError as exc:
+                    raise FilterError(f"stop_price: {exc}") from None
             if req.quantity is not None:
-                rules.check_quantity(req.quantity, market=market)
+                rules.check_quantity(req.quantity, market=req.type == "MARKET")
         except FilterError as exc:
             raise OrderInputError(str(exc)) from None
-        ref = await self.reference_price(req.symbol)
-        if req.quantity is not None:
+
+    def _value(self, rules: SymbolRules, req: OrderRequest, ref: ReferencePrice) -> Decimal:
+        """The minimum notional at the order's own price (limit, else stop, else the reference), then
+        its value (step 5) against the per-order limit (step 6); an order that cannot be valued is refused.
+        A limit price is also held to PERCENT_PRICE_BY_SIDE around the reference price."""
+        if req.price is not None:
             try:
-                rules.check_notional(req.quantity, req.price if req.price is not None else ref.price, market=market)
+                rules.check_price_band(req.side, req.price, ref.price)
             except FilterError as exc:
                 raise OrderInputError(str(exc)) from None
+        if req.quantity is not None:
+            at = req.price if req.price is not None else (req.stop_price or ref.price)
+            try:
+                rules.check_notional(req.quantity, at, market=req.type == "MARKET")
+            except FilterError as exc:
+                raise OrderInputError(str(exc)) from None
+        if req.quantity is None and req.quote_quantity is None:
+            raise OrderRefused(f"order refused: {req.client_order_id} has no quantity to value; give quantity")
         notional = order_value(req, ref.price)
+        if not _usable(notional):
+            raise OrderRefused(f"order refused: {req.client_order_id} cannot be valued; give quantity and prices")
         cap = self.limits.max_order_notional
         if cap is not None and notional > cap:
             raise OrderRefused(
@@ -195,7 +230,73 @@ class OrderGuard:
                 f"(valued at {self._valued_at(req, ref)}); lower the quantity, or the operator raises "
                 "trading_max_order_notional"
             )
-        return Admitted(req, notional, ref, rules)
+        return notional
+
+    async def _check_legs(
+        self, symbol: str, legs: list[OrderRequest]
+    ) -> tuple[SymbolRules, ReferencePrice, list[Decimal]]:
+        """Steps 1-6 on every leg (one symbol, one reference price); the legs' values in order."""
+        allowed = self.limits.allowed_symbols
+        if allowed and symbol not in allowed:
+            raise OrderRefused(
+                f"order refused: {symbol} is not in the allowed symbols ({', '.join(sorted(allowed))}); "
+                "the operator sets trading_allowed_symbols"
+            )
+        rules = await self.rules(symbol)
+        for leg in legs:
+            if leg.symbol != symbol:
+                raise OrderInputError(f"every leg of an order list must be on {symbol}")
+            self._filters(rules, leg)
+        ref = await self.reference_price(symbol)
+        return rules, ref, [self._value(rules, leg, ref) for leg in legs]
+
+    def _refuse_list(self, admission: Admission, what: str, added: Decimal) -> None:
+        if admission.duplicate:
+            raise OrderRefused(f"{what} was already used; choose another")
+        if not admission.recorded:
+            daily = self.limits.max_daily_notional
+            assert daily is not None
+            raise OrderRefused(
+                f"order refused: value {plain(added)} (the entry and the larger exit leg) would take today's "
+                f"traded value to {plain(admission.used + added)}, over the daily limit {plain(daily)}; wait until "
+                "earlier orders are more than 24 hours old, or the operator raises trading_max_daily_notional"
+            )
+
+    async def admit_list(self, req: ListRequest) -> tuple[SymbolRules, ReferencePrice]:
+        """Check every leg of an OCO / OTOCO, then record the list and all its legs in one transaction;
+        the daily limit counts the working order (if any) plus the larger exit leg."""
+        legs = [leg for leg, _ in legs_of(req)]
+        rules, ref, values = await self._check_legs(req.symbol, legs)
+        notionals = {leg.client_order_id: v for leg, v in zip(legs, values, strict=True)}
+        exits = max(notionals[req.take_profit.client_order_id], notionals[req.stop.client_order_id])
+        counted = exits + (notionals[req.working.client_order_id] if req.working is not None else Decimal(0))
+        now = self._clock()
+        admission = await ListStore(self.store.db).admit_list(
+            self.broker_name, req, notionals, counted, now,
+            daily_limit=self.limits.max_daily_notional, since=now - DAY_S,
+        )  # fmt: skip
+        self._refuse_list(admission, f"list id {req.list_client_id} (or one of its order ids)", counted)
+        return rules, ref
+
+    async def admit_bracket(self, entry: OrderRequest, exit_oco: ListRequest) -> tuple[Admitted, BracketPlan]:
+        """Check the entry and both legs of its exit OCO (placed by the daemon once the entry fills),
+        then record the entry intent and the waiting bracket in one transaction, counted together."""
+        legs = [entry, exit_oco.take_profit, exit_oco.stop]
+        rules, ref, values = await self._check_legs(entry.symbol, legs)
+        stop, tp = exit_oco.stop, exit_oco.take_profit
+        tp_price = tp.price if tp.price is not None else tp.stop_price
+        assert stop.quantity is not None and stop.stop_price is not None and tp_price is not None
+        plan = BracketPlan(
+            exit_oco.list_client_id, stop.side, stop.quantity, tp_price, stop.stop_price, stop.price,
+            values[1], values[2],
+        )  # fmt: skip
+        now = self._clock()
+        admission = await ListStore(self.store.db).admit_bracket(
+            self.broker_name, entry, values[0], plan, now,
+            daily_limit=self.limits.max_daily_notional, since=now - DAY_S,
+        )  # fmt: skip
+        self._refuse_list(admission, f"client_order_id {entry.client_order_id}", values[0] + plan.reserved)
+        return Admitted(entry, values[0], ref, rules), plan
 
     def admit_checked_in(self, conn: sqlite3.Connection, checked: Admitted) -> None:
         """Step 7 inside the caller's transaction (database thread): the daily limit and the insert.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from brokers.halt import check_not_halted
 from brokers.models import TERMINAL, OrderRequest
 
 
@@ -23,12 +24,16 @@ def _text(v: Decimal | None) -> str | None:
 
 INSERT_INTENT = (
     "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity,"
-    " quote_quantity, price, status, created_at, updated_at, owner, notional)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?, ?, ?)"
+    " quote_quantity, price, status, created_at, updated_at, owner, notional, stop_price, trailing_delta,"
+    " list_client_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'PENDING_SUBMIT', ?, ?, ?, ?, ?, ?, ?)"
 )
 DAILY_SQL = (
-    "SELECT status, executed_qty, cumulative_quote, quantity, price, notional FROM orders"
+    "SELECT status, executed_qty, cumulative_quote, quantity, price, notional, list_client_id, leg FROM orders"
     " WHERE broker = ? AND created_at >= ? AND status != 'REJECTED'"
+)
+BRACKETS_RESERVED_SQL = (
+    "SELECT take_profit_notional, stop_notional FROM order_lists"
+    " WHERE broker = ? AND created_at >= ? AND bracket_state = 'waiting'"
 )
 
 
@@ -47,6 +52,9 @@ def intent_params(broker: str, req: OrderRequest, notional: Decimal | None, now:
         now,
         req.owner,
         _text(notional),
+        _text(req.stop_price),
+        req.trailing_delta,
+        req.list_client_id,
     )
 
 
@@ -78,6 +86,24 @@ def committed_value(
     return max(traded, reserved)
 
 
+def daily_used(conn: sqlite3.Connection, broker: str, since: float) -> Decimal:
+    """Today's committed value: every order's :func:`committed_value`, where the take-profit and
+    stop legs of one order list count once together (the larger of the two — only one of an OCO
+    pair can fill), plus the OCO reserved by each daemon bracket still waiting for its entry's fill
+    (its larger leg; once placed its legs count instead, at the same value — never both)."""
+    total = Decimal(0)
+    pairs: dict[str, Decimal] = {}
+    for r in conn.execute(DAILY_SQL, (broker, since)).fetchall():
+        value = committed_value(r[0], r[1], r[2], r[3], r[4], r[5])
+        if r[6] is not None and r[7] in ("take_profit", "stop"):
+            pairs[r[6]] = max(pairs.get(r[6], Decimal(0)), value)
+        else:
+            total += value
+    for tp, sl in conn.execute(BRACKETS_RESERVED_SQL, (broker, since)).fetchall():
+        total += max(Decimal(tp or 0), Decimal(sl or 0))
+    return total + sum(pairs.values(), Decimal(0))
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """The outcome of :func:`admit_in`: recorded, or why not (with today's committed value before it)."""
@@ -102,12 +128,12 @@ def admit_in(
     ``conn`` is the database thread's sqlite3 connection with a transaction open
     (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
     """
+    check_not_halted(conn)  # the operator's halt switch (brokers.halt): raises TradingHalted
     if conn.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (req.client_order_id,)).fetchone():
         return Admission(False, Decimal(0), duplicate=True)
     used = Decimal(0)
     if daily_limit is not None:
-        rows = conn.execute(DAILY_SQL, (broker, since)).fetchall()
-        used = sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
+        used = daily_used(conn, broker, since)
         if used + notional > daily_limit:
             return Admission(False, used)
     conn.execute(INSERT_INTENT, intent_params(broker, req, notional, now))

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from brokers.list_schema import MIGRATION_3
 from brokers.models import OPEN, TERMINAL, Actor, ExchangeOrder, Fill, OrderRequest
-from brokers.order_admission import DAILY_SQL, INSERT_INTENT, Admission, admit_in, committed_value, intent_params
+from brokers.order_admission import INSERT_INTENT, Admission, admit_in, daily_used, intent_params
 from config.database import Database, Migrations
 
 MIGRATIONS = Migrations(
@@ -78,10 +79,11 @@ MIGRATIONS = Migrations(
             CREATE INDEX orders_owner ON orders (broker, owner, created_at)
             """,
         ),
+        (3, MIGRATION_3),
     ),
 )
 
-_RANK = {"PENDING_SUBMIT": 0, "UNKNOWN": 1, "NEW": 2, "PARTIALLY_FILLED": 3}
+_RANK = {"PENDING_SUBMIT": 0, "UNKNOWN": 1, "PENDING_NEW": 2, "NEW": 2, "PARTIALLY_FILLED": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,14 @@ class OrderRow:
     """The principal whose order this is; None: the account's (admin only)."""
     notional: Decimal | None = None
     """The value the guard admitted the order at (None: not placed through the guard)."""
+    stop_price: Decimal | None = None
+    trailing_delta: int | None = None
+    list_client_id: str | None = None
+    """The order list this order is a leg of (migration 3); None: a single order."""
+    leg: str | None = None
+    """The leg's role in its list: working, take_profit or stop."""
+    triggered: bool = False
+    """A stop / take-profit order whose trigger has fired (it works on the book, or has filled)."""
 
     @property
     def avg_price(self) -> Decimal | None:
@@ -136,6 +146,11 @@ def _row(r: Any) -> OrderRow:
         updated_at=float(r["updated_at"]),
         owner=r["owner"],
         notional=_dec(r["notional"]),
+        stop_price=_dec(r["stop_price"]),
+        trailing_delta=None if r["trailing_delta"] is None else int(r["trailing_delta"]),
+        list_client_id=r["list_client_id"],
+        leg=r["leg"],
+        triggered=bool(r["triggered"]),
     )
 
 
@@ -248,6 +263,18 @@ class OrderStore:
                         update.client_order_id,
                     ),
                 )
+            await tx.execute(
+                "UPDATE orders SET stop_price = COALESCE(stop_price, ?), trailing_delta = COALESCE(trailing_delta, ?),"
+                " list_client_id = COALESCE(list_client_id, ?), triggered = MAX(triggered, ?)"
+                " WHERE client_order_id = ?",
+                (
+                    _s(update.stop_price),
+                    update.trailing_delta,
+                    update.list_client_id,
+                    int(update.triggered or update.executed_qty > 0),
+                    update.client_order_id,
+                ),
+            )
             new_fills: list[Fill] = []
             for f in update.fills:
                 cur = await tx.execute(
@@ -291,8 +318,7 @@ class OrderStore:
 
     async def notional_since(self, broker: str, since: float) -> Decimal:
         """The value orders created since ``since`` count against the daily limit (see :func:`committed_value`)."""
-        rows = await self.db.fetchall(DAILY_SQL, (broker, since))
-        return sum((committed_value(*tuple(r)) for r in rows), Decimal(0))
+        return await self.db.run_transaction(lambda conn: daily_used(conn, broker, since))
 
     async def get(self, client_order_id: str) -> OrderRow | None:
         r = await self.db.fetchone("SELECT * FROM orders WHERE client_order_id = ?", (client_order_id,))
@@ -350,6 +376,18 @@ class OrderStore:
             "SELECT symbol, MAX(trade_id) AS last FROM fills WHERE broker = ? GROUP BY symbol", (broker,)
         )
         return {r["symbol"]: int(r["last"]) for r in rows}
+
+    async def fill_gap_symbols(self, broker: str, since: float) -> list[str]:
+        """Symbols with an order (created after ``since``) that executed more than its stored fills:
+        its trades were missed (an answer lost, then the order learnt from a query without fills)."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT o.symbol FROM orders o WHERE o.broker = ? AND o.created_at >= ?"
+            " AND CAST(o.executed_qty AS REAL) > 0 AND CAST(o.executed_qty AS REAL) > 1e-12 + COALESCE("
+            " (SELECT SUM(CAST(f.quantity AS REAL)) FROM fills f"
+            "  WHERE f.broker = o.broker AND f.client_order_id = o.client_order_id), 0)",
+            (broker, since),
+        )
+        return [r["symbol"] for r in rows]
 
     async def symbols(self, broker: str) -> list[str]:
         rows = await self.db.fetchall("SELECT DISTINCT symbol FROM orders WHERE broker = ?", (broker,))

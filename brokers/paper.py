@@ -5,77 +5,66 @@ configured slippage; limit orders fill at once if marketable (at the last price)
 rest with their funds locked and fill at their limit when a tick reaches it.  IOC/FOK
 orders that cannot fill expire; LIMIT_MAKER orders that would take are rejected, as on
 Binance.  Commission (default 0.1 %) is charged in the asset received, like Binance.
-Balances, orders and trades live in SQLite, so the account survives restarts; exchange
-filters come from the real exchangeInfo, so an order valid here is valid there.
+
+Conditional orders (STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT, with a stop
+price and/or a trailing delta) follow :mod:`brokers.trigger_rules`, the simulator's rules:
+refused when they would trigger immediately, open but untriggered with their funds locked,
+moved by every tick (:meth:`PaperBroker.on_price`), then working as a MARKET order (with
+slippage) or as a LIMIT order that may rest.  OCO and OTOCO lists are :mod:`brokers.paper_lists`.
+Balances, orders, trigger and trailing state and lists live in SQLite (:mod:`brokers.paper_store`),
+so the account survives restarts; exchange filters come from the real exchangeInfo.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 import structlog
 
+from brokers import paper_store as ps
+from brokers import trigger_rules as tr
 from brokers.filters import SymbolRules
-from brokers.models import Balance, ExchangeOrder, Fill, InsufficientBalance, OrderRejected, OrderRequest
-from brokers.protocol import ExecutionHandler
-from config.database import Database, Migrations
+from brokers.models import (
+    STOP_TYPES,
+    Balance,
+    ExchangeList,
+    ExchangeOrder,
+    Fill,
+    InsufficientBalance,
+    ListRequest,
+    OrderRejected,
+    OrderRequest,
+)
+from brokers.paper_lists import PaperLists
+from brokers.paper_stops import PaperStops
+from brokers.protocol import ExecutionHandler, ListHandler
+from config.database import Database
+
+MIGRATIONS = ps.MIGRATIONS
+__all__ = ["MIGRATIONS", "PaperBroker"]
 
 log = structlog.get_logger(__name__)
 
-MIGRATIONS = Migrations(
-    "brokers.paper",
-    (
-        (
-            1,
-            """
-            CREATE TABLE paper_balances (asset TEXT PRIMARY KEY, free TEXT NOT NULL, locked TEXT NOT NULL);
-            CREATE TABLE paper_orders (
-                client_order_id TEXT PRIMARY KEY,
-                order_id INTEGER NOT NULL,
-                symbol TEXT NOT NULL,
-                side TEXT NOT NULL,
-                type TEXT NOT NULL,
-                time_in_force TEXT,
-                quantity TEXT NOT NULL,
-                price TEXT,
-                status TEXT NOT NULL,
-                executed_qty TEXT NOT NULL DEFAULT '0',
-                cumulative_quote TEXT NOT NULL DEFAULT '0',
-                created_ms INTEGER NOT NULL,
-                updated_ms INTEGER NOT NULL
-            );
-            CREATE TABLE paper_trades (
-                trade_id INTEGER PRIMARY KEY AUTOINCREMENT,
-                client_order_id TEXT NOT NULL,
-                symbol TEXT NOT NULL,
-                side TEXT NOT NULL,
-                quantity TEXT NOT NULL,
-                price TEXT NOT NULL,
-                commission TEXT NOT NULL,
-                commission_asset TEXT NOT NULL,
-                time_ms INTEGER NOT NULL
-            )
-            """,
-        ),
-    ),
-)
-
 RulesLookup = Callable[[str], Awaitable[SymbolRules | None]]
 PriceLookup = Callable[[str], Awaitable[Decimal | None]]
+DEFAULT_TRAILING_BOUNDS = tr.TrailingBounds()
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return ps.now_ms()
 
 
 class PaperBroker:
     """A simulated account on live prices, persisted in SQLite."""
 
     name = "paper"
+    order_types = frozenset(
+        {"MARKET", "LIMIT", "LIMIT_MAKER", "STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"}
+    )
+    list_kinds = frozenset({"OCO", "OTOCO"})
 
     def __init__(
         self,
@@ -86,6 +75,7 @@ class PaperBroker:
         starting_balances: dict[str, Decimal],
         fee_rate: Decimal = Decimal("0.001"),
         slippage: Decimal = Decimal("0.0005"),
+        trailing_bounds: tr.TrailingBounds = DEFAULT_TRAILING_BOUNDS,
     ) -> None:
         self.db = db
         self._rules = rules
@@ -93,15 +83,22 @@ class PaperBroker:
         self._starting = starting_balances
         self.fee_rate = fee_rate
         self.slippage = slippage
+        self.trailing_bounds = trailing_bounds
         self._handler: ExecutionHandler | None = None
+        self._list_handler: ListHandler | None = None
         self._lock = asyncio.Lock()
         self._resting: dict[str, set[str]] = {}
+        self.lists = PaperLists(self)
+        self.stops = PaperStops(self)
 
     def set_event_handler(self, handler: ExecutionHandler) -> None:
         self._handler = handler
 
+    def set_list_handler(self, handler: ListHandler) -> None:
+        self._list_handler = handler
+
     async def start(self) -> None:
-        """Seed the starting balances on first use; load resting orders."""
+        """Seed the starting balances on first use; load resting orders (untriggered stops too)."""
         row = await self.db.fetchone("SELECT COUNT(*) AS n FROM paper_balances")
         if row is not None and int(row["n"]) == 0:
             async with self.db.transaction() as tx:
@@ -115,279 +112,250 @@ class PaperBroker:
     def resting_symbols(self) -> list[str]:
         return [s for s, ids in self._resting.items() if ids]
 
+    def track(self, order: ExchangeOrder) -> None:
+        """Keep :meth:`resting_symbols` in step with an order's status."""
+        ids = self._resting.setdefault(order.symbol, set())
+        if order.status == "NEW":
+            ids.add(order.client_order_id)
+        else:
+            ids.discard(order.client_order_id)
+
     async def rules(self, symbol: str) -> SymbolRules | None:
         return await self._rules(symbol)
 
     async def last_price(self, symbol: str) -> Decimal | None:
         return await self._price(symbol)
 
-    # --- balances --------------------------------------------------------------------
-    async def _balance(self, tx: Any, asset: str) -> tuple[Decimal, Decimal]:
-        async with tx.execute("SELECT free, locked FROM paper_balances WHERE asset = ?", (asset,)) as cur:
-            row = await cur.fetchone()
-        return (Decimal(row["free"]), Decimal(row["locked"])) if row else (Decimal(0), Decimal(0))
-
-    async def _set_balance(self, tx: Any, asset: str, free: Decimal, locked: Decimal) -> None:
-        await tx.execute(
-            "INSERT INTO paper_balances (asset, free, locked) VALUES (?, ?, ?)"
-            " ON CONFLICT (asset) DO UPDATE SET free = excluded.free, locked = excluded.locked",
-            (asset, str(free), str(locked)),
-        )
-
     async def balances(self) -> list[Balance]:
         rows = await self.db.fetchall("SELECT * FROM paper_balances ORDER BY asset")
         out = [Balance(r["asset"], Decimal(r["free"]), Decimal(r["locked"])) for r in rows]
         return [b for b in out if b.total != 0]
 
+    # --- publishing --------------------------------------------------------------------
+    async def publish(self, updates: list[ExchangeOrder], lists: list[ExchangeList]) -> None:
+        """Send order updates, then list updates, to the handlers (outside the lock)."""
+        for update in updates:
+            if self._handler is not None:
+                await self._handler(update)
+        for lst in lists:
+            if self._list_handler is not None:
+                await self._list_handler(lst)
+
+    async def _context(self, symbol: str) -> tuple[SymbolRules, Decimal]:
+        rules = await self._rules(symbol)
+        if rules is None:
+            raise OrderRejected(f"symbol {symbol} is not listed", code=-32003)
+        last = await self._price(symbol)
+        if last is None:
+            raise OrderRejected(f"no live price for {symbol} yet; try again in a moment")
+        return rules, last
+
     # --- orders ----------------------------------------------------------------------
     async def place(self, req: OrderRequest) -> ExchangeOrder:
-        rules = await self._rules(req.symbol)
-        if rules is None:
-            raise OrderRejected(f"symbol {req.symbol} is not listed", code=-32003)
-        last = await self._price(req.symbol)
-        if last is None:
-            raise OrderRejected(f"no live price for {req.symbol} yet; try again in a moment")
+        rules, last = await self._context(req.symbol)
         async with self._lock:
-            return await self._place(req, rules, last)
+            order = await self._place(req, rules, last)
+        self.track(order)
+        return order
 
     async def _place(self, req: OrderRequest, rules: SymbolRules, last: Decimal) -> ExchangeOrder:
         now = _now_ms()
         qty = req.quantity
+        if req.type in STOP_TYPES:
+            return await self.stops.place(req, rules, last, now)
         if req.type == "MARKET":
-            fill_price = last * (1 + self.slippage) if req.side == "BUY" else last * (1 - self.slippage)
-            fill_price = _to_tick(fill_price, rules.tick_size)
+            fill_price = self.market_price(req.side, last, rules)
             if qty is None:
                 assert req.quote_quantity is not None
                 qty = _to_step(req.quote_quantity / fill_price, rules.step_size)
                 if qty <= 0:
                     raise OrderRejected(f"quoteOrderQty {req.quote_quantity} buys less than one LOT_SIZE step")
-            return await self._execute(req, rules, qty, fill_price, now, resting=False)
+            async with self.db.transaction() as tx:
+                await ps.insert_order(tx, req, qty, "NEW", now)
+                return await self.execute(tx, req.client_order_id, rules, fill_price, now)
         assert qty is not None and req.price is not None
         marketable = last <= req.price if req.side == "BUY" else last >= req.price
         if marketable:
             if req.type == "LIMIT_MAKER":
                 raise OrderRejected("Order would immediately match and take.", code=-2010)
             price = min(last, req.price) if req.side == "BUY" else max(last, req.price)
-            return await self._execute(req, rules, qty, price, now, resting=False)
-        if req.time_in_force in ("IOC", "FOK"):
             async with self.db.transaction() as tx:
-                await self._insert_order(tx, req, qty, "EXPIRED", now)
-            return self._view(req, qty, "EXPIRED", Decimal(0), Decimal(0), now, ())
+                await ps.insert_order(tx, req, qty, "NEW", now)
+                return await self.execute(tx, req.client_order_id, rules, price, now)
         async with self.db.transaction() as tx:
-            await self._reserve(tx, req, rules, qty, req.price)
-            await self._insert_order(tx, req, qty, "NEW", now)
-        self._resting.setdefault(req.symbol, set()).add(req.client_order_id)
-        return self._view(req, qty, "NEW", Decimal(0), Decimal(0), now, ())
+            if req.time_in_force in ("IOC", "FOK"):
+                await ps.insert_order(tx, req, qty, "EXPIRED", now)
+            else:
+                need = self.need(req, qty, last)
+                await self.lock(tx, rules, req.side, need)
+                await ps.insert_order(tx, req, qty, "NEW", now, reserved=need)
+            return ps.exchange_order(await ps.order_row(tx, req.client_order_id))
 
-    async def _reserve(self, tx: Any, req: OrderRequest, rules: SymbolRules, qty: Decimal, price: Decimal) -> None:
-        asset, need = (rules.quote_asset, qty * price) if req.side == "BUY" else (rules.base_asset, qty)
-        free, locked = await self._balance(tx, asset)
-        if free < need:
+    def market_price(self, side: str, last: Decimal, rules: SymbolRules) -> Decimal:
+        """Where a market order (or a triggered STOP_LOSS / TAKE_PROFIT) fills: ``last`` with slippage."""
+        price = last * (1 + self.slippage) if side == "BUY" else last * (1 - self.slippage)
+        return _to_tick(price, rules.tick_size)
+
+    @staticmethod
+    def need(req: OrderRequest, qty: Decimal, last: Decimal) -> Decimal:
+        """Funds an open order locks: the quantity (SELL), else its worth at its limit, stop or ``last``."""
+        if req.side == "SELL":
+            return qty
+        if req.type in ("LIMIT", "LIMIT_MAKER", "STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT") and req.price is not None:
+            return qty * req.price
+        return qty * (req.stop_price or last)
+
+    async def lock(self, tx: Any, rules: SymbolRules, side: str, amount: Decimal) -> None:
+        asset = rules.quote_asset if side == "BUY" else rules.base_asset
+        free, locked = await ps.balance(tx, asset)
+        if free < amount:
             raise InsufficientBalance(
-                f"insufficient {asset} balance: the order needs {_plain(need)}, {_plain(free)} is free"
+                f"insufficient {asset} balance: the order needs {_plain(amount)}, {_plain(free)} is free"
             )
-        await self._set_balance(tx, asset, free - need, locked + need)
+        await ps.set_balance(tx, asset, free - amount, locked + amount)
 
-    async def _insert_order(self, tx: Any, req: OrderRequest, qty: Decimal, status: str, now: int) -> int:
-        async with tx.execute("SELECT COALESCE(MAX(order_id), 0) + 1 AS n FROM paper_orders") as cur:
-            row = await cur.fetchone()
-        order_id = int(row["n"])
-        await tx.execute(
-            "INSERT INTO paper_orders (client_order_id, order_id, symbol, side, type, time_in_force, quantity, price,"
-            " status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                req.client_order_id, order_id, req.symbol, req.side, req.type, req.time_in_force, str(qty),
-                None if req.price is None else str(req.price), status, now, now,
-            ),
-        )  # fmt: skip
-        return order_id
+    async def release(self, tx: Any, rules: SymbolRules, row: Any) -> None:
+        """Unlock what an open order holds."""
+        amount = ps.reserved_of(row)
+        asset = rules.quote_asset if row["side"] == "BUY" else rules.base_asset
+        free, locked = await ps.balance(tx, asset)
+        await ps.set_balance(tx, asset, free + amount, locked - amount)
+        await ps.update_order(tx, row["client_order_id"], reserved=Decimal(0))
 
-    async def _execute(
-        self, req: OrderRequest, rules: SymbolRules, qty: Decimal, price: Decimal, now: int, *, resting: bool
+    async def execute(
+        self, tx: Any, client_order_id: str, rules: SymbolRules, price: Decimal, now: int
     ) -> ExchangeOrder:
-        """Fill ``qty`` at ``price`` now: move balances, record the trade (one transaction)."""
+        """Fill an open order whole at ``price`` now: its locked funds released, balances moved, the
+        trade recorded (inside ``tx``); raises InsufficientBalance when the account cannot pay."""
+        row = await ps.order_row(tx, client_order_id)
+        req = ps.request_of(row)
+        qty = Decimal(row["quantity"])
+        reserved = ps.reserved_of(row)
         quote = qty * price
-        async with self.db.transaction() as tx:
-            base_free, base_locked = await self._balance(tx, rules.base_asset)
-            quote_free, quote_locked = await self._balance(tx, rules.quote_asset)
-            if req.side == "BUY":
-                commission, commission_asset = qty * self.fee_rate, rules.base_asset
-                if resting:
-                    reserved = qty * (req.price or price)
-                    quote_locked -= reserved
-                    quote_free += reserved - quote
-                else:
-                    if quote_free < quote:
-                        raise InsufficientBalance(
-                            f"insufficient {rules.quote_asset} balance: the order needs about {_plain(quote)}, "
-                            f"{_plain(quote_free)} is free"
-                        )
-                    quote_free -= quote
-                base_free += qty - commission
-            else:
-                commission, commission_asset = quote * self.fee_rate, rules.quote_asset
-                if resting:
-                    base_locked -= qty
-                else:
-                    if base_free < qty:
-                        raise InsufficientBalance(
-                            f"insufficient {rules.base_asset} balance: the order sells {_plain(qty)}, "
-                            f"{_plain(base_free)} is free"
-                        )
-                    base_free -= qty
-                quote_free += quote - commission
-            await self._set_balance(tx, rules.base_asset, base_free, base_locked)
-            await self._set_balance(tx, rules.quote_asset, quote_free, quote_locked)
-            if resting:
-                await tx.execute(
-                    "UPDATE paper_orders SET status = 'FILLED', executed_qty = ?, cumulative_quote = ?, updated_ms = ?"
-                    " WHERE client_order_id = ?",
-                    (str(qty), str(quote), now, req.client_order_id),
+        base_free, base_locked = await ps.balance(tx, rules.base_asset)
+        quote_free, quote_locked = await ps.balance(tx, rules.quote_asset)
+        if req.side == "BUY":
+            commission, commission_asset = qty * self.fee_rate, rules.base_asset
+            if quote_free + reserved < quote:
+                raise InsufficientBalance(
+                    f"insufficient {rules.quote_asset} balance: the order needs about {_plain(quote)}, "
+                    f"{_plain(quote_free + reserved)} is free"
                 )
-            else:
-                await self._insert_order(tx, req, qty, "FILLED", now)
-                await tx.execute(
-                    "UPDATE paper_orders SET executed_qty = ?, cumulative_quote = ? WHERE client_order_id = ?",
-                    (str(qty), str(quote), req.client_order_id),
+            quote_locked -= reserved
+            quote_free += reserved - quote
+            base_free += qty - commission
+        else:
+            commission, commission_asset = quote * self.fee_rate, rules.quote_asset
+            if base_free + reserved < qty:
+                raise InsufficientBalance(
+                    f"insufficient {rules.base_asset} balance: the order sells {_plain(qty)}, "
+                    f"{_plain(base_free + reserved)} is free"
                 )
-            cur = await tx.execute(
-                "INSERT INTO paper_trades (client_order_id, symbol, side, quantity, price, commission,"
-                " commission_asset, time_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    req.client_order_id,
-                    req.symbol,
-                    req.side,
-                    str(qty),
-                    str(price),
-                    str(commission),
-                    commission_asset,
-                    now,
-                ),
-            )
-            trade_id = int(cur.lastrowid or 0)
-        fill = Fill(trade_id, req.symbol, req.side, req.client_order_id, qty, price, commission, commission_asset, now)
-        return self._view(req, qty, "FILLED", qty, quote, now, (fill,))
+            base_locked -= reserved
+            base_free -= qty - reserved
+            quote_free += quote - commission
+        await ps.set_balance(tx, rules.base_asset, base_free, base_locked)
+        await ps.set_balance(tx, rules.quote_asset, quote_free, quote_locked)
+        await ps.update_order(
+            tx, client_order_id, status="FILLED", executed_qty=qty, cumulative_quote=quote, updated_ms=now,
+            reserved=Decimal(0),
+        )  # fmt: skip
+        fill = Fill(0, req.symbol, req.side, client_order_id, qty, price, commission, commission_asset, now)
+        trade_id = await ps.insert_trade(tx, fill)
+        fill = Fill(trade_id, req.symbol, req.side, client_order_id, qty, price, commission, commission_asset, now)
+        return ps.exchange_order(await ps.order_row(tx, client_order_id), (fill,))
 
-    def _view(
-        self,
-        req: OrderRequest,
-        qty: Decimal,
-        status: str,
-        executed: Decimal,
-        quote: Decimal,
-        now: int,
-        fills: tuple[Fill, ...],
+    async def set_status(
+        self, tx: Any, rules: SymbolRules, client_order_id: str, status: str, now: int
     ) -> ExchangeOrder:
-        return ExchangeOrder(
-            symbol=req.symbol,
-            client_order_id=req.client_order_id,
-            status=status,
-            side=req.side,
-            type=req.type,
-            orig_qty=qty,
-            executed_qty=executed,
-            cumulative_quote=quote,
-            price=req.price,
-            time_in_force=req.time_in_force,
-            update_time_ms=now,
-            fills=fills,
-        )
+        """Cancel or expire an open (or pending) order, releasing what it holds."""
+        row = await ps.order_row(tx, client_order_id)
+        if row["status"] in ps.OPEN_STATUSES:
+            await self.release(tx, rules, row)
+        await ps.update_order(tx, client_order_id, status=status, updated_ms=now)
+        return ps.exchange_order(await ps.order_row(tx, client_order_id))
 
+    # --- ticks ------------------------------------------------------------------------
     async def on_price(self, symbol: str, price: Decimal) -> None:
-        """A trade at ``price``: fill resting limit orders it reaches (at their limit price)."""
-        ids = self._resting.get(symbol)
-        if not ids:
+        """A trade at ``price``: move conditional orders' trigger state, fire those it triggers, and
+        fill resting limit orders it reaches (at their limit price)."""
+        if not self._resting.get(symbol):
             return
-        rows = await self.db.fetchall(
-            "SELECT * FROM paper_orders WHERE symbol = ? AND status = 'NEW' ORDER BY created_ms", (symbol,)
-        )
         rules = await self._rules(symbol)
         if rules is None:
             return
-        for r in rows:
-            limit = Decimal(r["price"])
-            if (r["side"] == "BUY" and price <= limit) or (r["side"] == "SELL" and price >= limit):
-                req = _request_of(r)
-                async with self._lock:
-                    update = await self._execute(req, rules, Decimal(r["quantity"]), limit, _now_ms(), resting=True)
-                ids.discard(req.client_order_id)
-                if self._handler is not None:
-                    await self._handler(update)
-
-    async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
-        async with self._lock, self.db.transaction() as tx:
-            async with tx.execute(
-                "SELECT * FROM paper_orders WHERE client_order_id = ? AND symbol = ?", (client_order_id, symbol)
-            ) as cur:
-                row = await cur.fetchone()
-            if row is None or row["status"] != "NEW":
-                raise OrderRejected("Unknown order sent.", code=-2011)
-            req = _request_of(row)
-            rules = await self._rules(symbol)
-            assert rules is not None
-            qty, price = Decimal(row["quantity"]), Decimal(row["price"])
-            asset, amount = (rules.quote_asset, qty * price) if req.side == "BUY" else (rules.base_asset, qty)
-            free, locked = await self._balance(tx, asset)
-            await self._set_balance(tx, asset, free + amount, locked - amount)
-            now = _now_ms()
-            await tx.execute(
-                "UPDATE paper_orders SET status = 'CANCELED', updated_ms = ? WHERE client_order_id = ?",
-                (now, client_order_id),
+        updates: list[ExchangeOrder] = []
+        lists: list[ExchangeList] = []
+        async with self._lock:
+            rows = await self.db.fetchall(
+                "SELECT * FROM paper_orders WHERE symbol = ? AND status = 'NEW' ORDER BY created_ms, order_id",
+                (symbol,),
             )
-        self._resting.get(symbol, set()).discard(client_order_id)
-        return self._view(req, qty, "CANCELED", Decimal(0), Decimal(0), now, ())
+            for r in rows:
+                async with self.db.transaction() as tx:
+                    current = await ps.order_row(tx, r["client_order_id"])
+                    if current["status"] != "NEW":
+                        continue  # an OCO's other leg, done by an earlier row
+                    changed = await self.stops.on_tick(tx, rules, current, price)
+                    if changed is not None:
+                        more, more_lists = await self.lists.react(tx, rules, changed, price)
+                        updates += [changed, *more]
+                        lists += more_lists
+        for update in updates:
+            self.track(update)
+        await self.publish(updates, lists)
+
+    # --- cancel and queries ------------------------------------------------------------
+    async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
+        """Cancel an open order; a leg of an order list cancels the whole list (as on Binance)."""
+        rules = await self._rules(symbol)
+        assert rules is not None
+        async with self._lock, self.db.transaction() as tx:
+            row = await ps.order_row(tx, client_order_id)
+            if row is None or row["symbol"] != symbol or row["status"] not in (*ps.OPEN_STATUSES, "PENDING_NEW"):
+                raise OrderRejected("Unknown order sent.", code=-2011)
+            now = _now_ms()
+            if row["list_client_id"]:
+                updates, lists = await self.lists.cancel_in(tx, rules, row["list_client_id"], now)
+                order = next(u for u in updates if u.client_order_id == client_order_id)
+                others = [u for u in updates if u.client_order_id != client_order_id]
+            else:
+                order, others, lists = await self.set_status(tx, rules, client_order_id, "CANCELED", now), [], []
+        for update in (order, *others):
+            self.track(update)
+        await self.publish(others, lists)
+        return order
 
     async def query(self, symbol: str, client_order_id: str) -> ExchangeOrder | None:
         row = await self.db.fetchone(
             "SELECT * FROM paper_orders WHERE client_order_id = ? AND symbol = ?", (client_order_id, symbol)
         )
-        return None if row is None else _exchange_order(row)
+        return None if row is None else ps.exchange_order(row)
 
     async def open_orders(self, symbol: str | None = None) -> list[ExchangeOrder]:
-        sql = "SELECT * FROM paper_orders WHERE status = 'NEW'" + (" AND symbol = ?" if symbol else "")
-        rows = await self.db.fetchall(sql, (symbol,) if symbol else ())
-        return [_exchange_order(r) for r in rows]
+        sql = "SELECT * FROM paper_orders WHERE status IN ('NEW', 'PARTIALLY_FILLED', 'PENDING_NEW')"
+        sql += " AND symbol = ?" if symbol else ""
+        rows = await self.db.fetchall(sql + " ORDER BY order_id", (symbol,) if symbol else ())
+        return [ps.exchange_order(r) for r in rows]
 
     async def trades(self, symbol: str, from_id: int | None = None) -> list[Fill]:
         rows = await self.db.fetchall(
             "SELECT * FROM paper_trades WHERE symbol = ? AND trade_id >= ? ORDER BY trade_id", (symbol, from_id or 0)
         )
-        return [
-            Fill(
-                int(r["trade_id"]), r["symbol"], r["side"], r["client_order_id"], Decimal(r["quantity"]),
-                Decimal(r["price"]), Decimal(r["commission"]), r["commission_asset"], int(r["time_ms"]),
-            )
-            for r in rows
-        ]  # fmt: skip
+        return [ps.fill_of(r) for r in rows]
 
+    # --- order lists (brokers.paper_lists) -------------------------------------------------
+    async def place_list(self, req: ListRequest) -> ExchangeList:
+        return await self.lists.place(req)
 
-def _request_of(row: Any) -> OrderRequest:
-    return OrderRequest(
-        symbol=row["symbol"],
-        side=row["side"],
-        type=row["type"],
-        client_order_id=row["client_order_id"],
-        quantity=Decimal(row["quantity"]),
-        price=None if row["price"] is None else Decimal(row["price"]),
-        time_in_force=row["time_in_force"],
-    )
+    async def cancel_list(self, symbol: str, list_client_id: str) -> ExchangeList:
+        return await self.lists.cancel(symbol, list_client_id)
 
+    async def query_list(self, list_client_id: str) -> ExchangeList | None:
+        return await self.lists.query(list_client_id)
 
-def _exchange_order(row: Any) -> ExchangeOrder:
-    return ExchangeOrder(
-        symbol=row["symbol"],
-        client_order_id=row["client_order_id"],
-        status=row["status"],
-        side=row["side"],
-        type=row["type"],
-        orig_qty=Decimal(row["quantity"]),
-        executed_qty=Decimal(row["executed_qty"]),
-        cumulative_quote=Decimal(row["cumulative_quote"]),
-        price=None if row["price"] is None else Decimal(row["price"]),
-        exchange_order_id=str(row["order_id"]),
-        time_in_force=row["time_in_force"],
-        update_time_ms=int(row["updated_ms"]),
-    )
+    async def open_lists(self) -> list[ExchangeList]:
+        return await self.lists.open()
 
 
 def _to_tick(price: Decimal, tick: Decimal) -> Decimal:
@@ -395,8 +363,6 @@ def _to_tick(price: Decimal, tick: Decimal) -> Decimal:
 
 
 def _to_step(qty: Decimal, step: Decimal) -> Decimal:
-    from decimal import ROUND_FLOOR
-
     return (qty / step).to_integral_value(rounding=ROUND_FLOOR) * step if step > 0 else qty
 
 

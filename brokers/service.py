@@ -11,7 +11,8 @@ exchange account's.  The answer — or any later execution
 event, or reconciliation — moves the order forward and stores its fills once each.  A
 lost answer (timeout, 5xx) leaves the order UNKNOWN and it is looked up by clientOrderId,
 never re-sent.  Reconciliation (at start and periodically) settles every unresolved
-order, learns orders placed elsewhere and trades missed while disconnected.
+order, learns orders placed elsewhere and trades missed while disconnected.  Order lists
+(place_oco, OTOCO) live in :mod:`brokers.order_lists`, brackets in :mod:`brokers.brackets`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from brokers.brackets import Brackets
 from brokers.guard import EnginePrice, OrderGuard, OrderRefused, SafetyLimits
 from brokers.models import (
     OPEN,
@@ -36,9 +38,11 @@ from brokers.models import (
     RateLimitedError,
     state_name,
 )
-from brokers.order_args import OrderInputError, parse_order
+from brokers.order_args import OrderInputError, parse_entry
 from brokers.order_args import plain_decimal as plain
+from brokers.order_lists import OrderLists, check_order_type
 from brokers.order_store import OrderRow, OrderStore
+from brokers.order_views import order_details, order_listing, request_of
 from brokers.positions import positions_from_fills
 from brokers.protocol import Broker
 
@@ -49,6 +53,12 @@ __all__ = ["Actor", "OrderInputError", "OrderRefused", "OrderService", "SafetyLi
 AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 MarkPrice = Callable[[str], float | None]
 UNRESOLVED_GRACE_S = 30.0
+FILL_GAP_WINDOW_S = 7 * 86400.0
+"""How far back reconciliation looks for orders whose fills were missed."""
+UNATTENDED_PREFIX = "cg-"
+"""Client order ids of intents recorded by unattended paths (``cg-a-`` alert actions, ``cg-s-``
+schedule runs): such an intent found unsent at reconciliation is sent, not rejected, because its
+path committed to it in the same transaction as its own state (the alert fired, the run was due)."""
 
 
 class OrderService:
@@ -89,6 +99,8 @@ class OrderService:
         self.reconcile_error: str | None = None
         """The last reconciliation's broker failure (None once a pass succeeds): a degraded state."""
         broker.set_event_handler(self.on_update)
+        self.lists = OrderLists(self)
+        self.brackets = Brackets(self, self.lists)
 
     @property
     def limits(self) -> SafetyLimits:
@@ -97,6 +109,10 @@ class OrderService:
     async def _write(self, lines: Sequence[str]) -> None:
         if self._audit is not None and lines:
             await self._audit(lines)
+
+    def now(self) -> float:
+        """The service's clock (unix seconds)."""
+        return self._clock()
 
     def _stamp(self) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
@@ -107,13 +123,33 @@ class OrderService:
 
         ``owner`` is the calling principal; None records an order only an admin sees.
         """
-        fields = parse_order(args)
+        fields, bracket = parse_entry(args)
+        if fields["client_order_id"].startswith(UNATTENDED_PREFIX):
+            raise OrderInputError(
+                f"client_order_id may not start with {UNATTENDED_PREFIX!r} (reserved for alert actions and "
+                "schedules); choose another or omit it"
+            )
+        if bracket is not None:
+            return await self.brackets.place(fields, bracket, owner)
         return await self.submit(OrderRequest(**fields, owner=owner))
+
+    def reserve(self, client_order_id: str) -> None:
+        """Mark an intent as being sent by this process (reconciliation leaves it alone)."""
+        self._in_flight.add(client_order_id)
+
+    def release(self, client_order_id: str) -> None:
+        self._in_flight.discard(client_order_id)
 
     async def submit(self, req: OrderRequest) -> dict[str, Any]:
         """Every order path's way in: the guard admits (records) it, then it is sent once."""
         started = time.perf_counter()
-        admitted = await self.guard.admit(req)
+        check_order_type(self.broker, req.type)
+        self._in_flight.add(req.client_order_id)  # before the intent exists: reconciliation must not send it
+        try:
+            admitted = await self.guard.admit(req)
+        except BaseException:
+            self._in_flight.discard(req.client_order_id)
+            raise
         self._assets[req.symbol] = (admitted.rules.base_asset, admitted.rules.quote_asset)
         return await self.send_recorded(req, started=started)
 
@@ -122,7 +158,7 @@ class OrderService:
         another path's own transaction (an alert firing commits its action's intent with the firing
         and calls this after the commit).  Sent once: a lost answer is looked up, never re-sent."""
         started = time.perf_counter() if started is None else started
-        kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or 0)}"
+        kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or req.stop_price or 0)}"
         qty_text = plain(req.quantity) if req.quantity is not None else f"quote:{plain(req.quote_quantity or 0)}"
         await self._write(
             [f"{self._stamp()} SUBMITTED {req.side} {req.symbol} {qty_text} {kind} id={req.client_order_id}"]
@@ -146,7 +182,7 @@ class OrderService:
         finally:
             self._in_flight.discard(req.client_order_id)
         assert row is not None
-        return {"order_id": row.client_order_id, "status": state_name(row.status), **self._details(row)}
+        return {"order_id": row.client_order_id, "status": state_name(row.status), **order_details(row)}
 
     async def _lookup_after_unknown(self, req: OrderRequest) -> ExchangeOrder | None:
         for delay in self.unknown_lookup_delays_s:
@@ -166,6 +202,8 @@ class OrderService:
         if not isinstance(order_id, str) or len(order_id) > 64:
             raise OrderInputError("order_id must be the id place_order returned")
         row = await self.store.get(order_id)
+        if (listed := await self.lists.cancel_if_list(order_id, row, actor)) is not None:
+            return listed  # a list id, or a leg of a list: the whole list, as on Binance
         if row is None or row.broker != self.broker.name or not actor.may_act_on(row.owner):
             raise OrderInputError(f"order not found: {order_id}")
         if row.status not in OPEN:
@@ -178,7 +216,8 @@ class OrderService:
         """``actor``'s orders (everyone's for an admin), newest first; ``filter_`` "open" or "all"."""
         open_only = filter_ == "open"
         rows = await self.store.orders(self.broker.name, actor=actor, open_only=open_only)
-        return [self._listing(r) for r in rows]
+        extra = await self.lists.annotate(rows)
+        return [{**order_listing(r), **extra.get(r.client_order_id, {})} for r in rows]
 
     async def get_positions(self) -> list[dict[str, Any]]:
         fills = await self.store.fills(self.broker.name)
@@ -239,6 +278,7 @@ class OrderService:
         elif row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH") and before != row.status:
             lines.append(f"{self._stamp()} CANCELLED id={row.client_order_id}")
         await self._write(lines)
+        await self.brackets.after_update(row, before)
         return row
 
     async def reconcile(self) -> dict[str, int]:
@@ -260,14 +300,15 @@ class OrderService:
         """
         now = self._clock()
         settled = rejected = learned = 0
+        last_ids = await self.store.last_trade_ids(self.broker.name)  # before this pass stores any fill
         open_now = {o.client_order_id: o for o in await self.broker.open_orders()}
         for cid, order in open_now.items():
             if await self.store.get(cid) is None:
                 learned += 1
             await self.on_update(order)
         for row in await self.store.unresolved(self.broker.name):
-            if row.client_order_id in self._in_flight or row.client_order_id in open_now:
-                continue
+            if row.client_order_id in self._in_flight or row.client_order_id in open_now or row.list_client_id:
+                continue  # a list's legs are settled with their list (brokers.order_lists, brokers.brackets)
             try:
                 found = await self.broker.query(row.symbol, row.client_order_id)
             except BrokerError as exc:
@@ -276,53 +317,38 @@ class OrderService:
             if found is not None:
                 await self.on_update(found)
                 settled += 1
+            elif (
+                row.status == "PENDING_SUBMIT"
+                and row.client_order_id.startswith(UNATTENDED_PREFIX)
+                and getattr(row, "list_client_id", None) is None
+            ):
+                # An alert action or a schedule run committed to this order and this process is not
+                # sending it (a crash came between the commit and the send): send it now, once.
+                log.info("reconcile_sending_unattended_intent", client_order_id=row.client_order_id)
+                try:
+                    await self.send_recorded(request_of(row))
+                except BrokerError as exc:
+                    log.warning("reconcile_send_failed", client_order_id=row.client_order_id, error=str(exc))
+                settled += 1
             elif row.status in ("PENDING_SUBMIT", "UNKNOWN") and now - row.created_at > self.unresolved_grace_s:
                 await self.store.set_status(
                     row.client_order_id, "REJECTED", now, "never reached the exchange (found on reconciliation)"
                 )
                 rejected += 1
-        last_ids = await self.store.last_trade_ids(self.broker.name)
         fills = 0
         for symbol in set(await self.store.symbols(self.broker.name)):
             start = last_ids.get(symbol)
             new = await self.store.add_fills(self.broker.name, await self.broker.trades(symbol, start))
             fills += len(new)
+        for symbol in await self.store.fill_gap_symbols(self.broker.name, now - FILL_GAP_WINDOW_S):
+            # An order executed more than its stored fills (its trades are older than the newest stored
+            # one, so the pass above started after them): fetch the symbol's recent trades; fills are
+            # keyed by trade id, so the ones already stored are not stored twice.
+            new = await self.store.add_fills(self.broker.name, await self.broker.trades(symbol, None))
+            fills += len(new)
         result = {"settled": settled, "rejected": rejected, "learned": learned, "fills": fills, "open": len(open_now)}
+        result |= await self.lists.reconcile()
+        result["brackets"] = await self.brackets.reconcile()
         if any(v for k, v in result.items() if k != "open"):
             log.info("reconciled", **result)
         return result
-
-    # --- output shapes -----------------------------------------------------------------------
-    def _details(self, row: OrderRow) -> dict[str, Any]:
-        avg = row.avg_price
-        return {
-            "client_order_id": row.client_order_id,
-            "exchange_status": row.status,
-            "filled_quantity": float(row.executed_qty),
-            "fill_price": None if avg is None else float(avg),
-        }
-
-    def _listing(self, row: OrderRow) -> dict[str, Any]:
-        kind = "market" if row.type == "MARKET" else f"{row.type.lower()}@{plain(row.price or 0)}"
-        return {
-            "id": row.client_order_id,
-            "symbol": row.symbol,
-            "side": row.side.lower(),
-            "type": kind,
-            "quantity": float(row.quantity) if row.quantity is not None else None,
-            "state": state_name(row.status),
-            "status": row.status,
-            "time_in_force": row.time_in_force,
-            "filled_quantity": float(row.executed_qty),
-            "fill_price": None if row.avg_price is None else float(row.avg_price),
-            "exchange_order_id": row.exchange_order_id,
-            "reject_reason": row.reject_reason,
-            "created_at": _iso(row.created_at),
-            "updated_at": _iso(row.updated_at),
-        }
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).isoformat()

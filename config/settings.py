@@ -185,6 +185,8 @@ class Settings(BaseSettings):
     """An order recorded but unknown to the exchange this long after it was sent is marked Rejected."""
     reconcile_interval_s: float = Field(default=30.0, gt=0, le=3600)
     """How often orders and trades are reconciled with the exchange."""
+    schedule_misfire_grace_s: float = Field(default=300.0, ge=0, le=86400)
+    """A scheduled order missed (daemon down, loop stalled) still runs, once, if at most this late."""
 
     @field_validator("symbols", mode="before")
     @classmethod

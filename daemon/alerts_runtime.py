@@ -7,12 +7,17 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from alerts.action_runner import ActionRunner
+from alerts.action_store import ActionOutcomes
 from alerts.evaluator import AlertEvaluator
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore, QueueLimits
+from brokers.service import OrderService
 from config import Settings
 from config.database import Database
+from daemon.alert_actions import OrderActionExecutor
+from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.feed.protocol import SymbolCatalogue
@@ -36,31 +41,42 @@ async def running_alerts(
     symbols: SymbolCatalogue | None,
     supervisor: Supervisor,
     trades_log: TradesLog,
+    orders: OrderService | None = None,
+    scheduler: DaemonScheduler,
 ) -> AsyncIterator[AlertRuntime]:
-    """Alerts loaded and indexed, the evaluator consuming engine events, and the periodic jobs."""
+    """Alerts loaded and indexed, the evaluator consuming engine events, and the periodic jobs.
+
+    With ``orders``, alerts may carry a place_order action (:mod:`alerts.actions`)."""
     limits = QueueLimits(
         push_cap=settings.notify_queue_cap, push_ttl_s=settings.notify_queue_ttl_s, poll_cap=settings.notify_poll_cap
     )
     store = AlertStore(db, limits)
     hub = PushHub(store.mark_delivered)
-    evaluator = AlertEvaluator(store, engine, hub, trades_log.append)
+    executor = OrderActionExecutor(orders) if orders is not None else None
+    runner = ActionRunner(executor, ActionOutcomes(db), hub, trades_log.append) if executor is not None else None
+    evaluator = AlertEvaluator(store, engine, hub, trades_log.append, actions=runner)
     service = AlertService(
         store,
         evaluator,
         hub,
         default_interval=engine_default_interval(settings),
         check_symbol=symbols.check if symbols is not None else None,
+        executor=executor,
         max_alerts_per_principal=settings.alerts_max_per_client,
     )
     await service.start()
     supervisor.start("alert-evaluator", evaluator.run)
     supervisor.start("alert-audit-log", evaluator.run_audit)
     supervisor.start("push-delivery-marks", hub.run_flusher)
-    supervisor.every("alert-expiry", 5.0, _discard(evaluator.expire_due))
-    supervisor.every("push-queue-ttl", 60.0, _discard(lambda: store.sweep(time.time())))
+    scheduler.every("alert-expiry", 5.0, _discard(evaluator.expire_due))
+    scheduler.every("push-queue-ttl", 60.0, _discard(lambda: store.sweep(time.time())))
+    if runner is not None:
+        scheduler.every("alert-action-outcomes", 5.0, _discard(runner.finish_pending))
     try:
         yield AlertRuntime(store, evaluator, hub, service)
     finally:
+        if runner is not None:
+            await runner.close()
         await hub.flush()
         await evaluator.write_audit()
 

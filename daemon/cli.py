@@ -5,13 +5,14 @@
     chartgen --serve [--trade] [--sim]               MCP over Streamable HTTP
     chartgen sim-exchange --port 0                   the Binance-compatible simulator
     chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
+    chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
 
 ``--data-dir`` and ``--config`` may stand anywhere on the line — before the subcommand, after
 it, or after the subcommand's own arguments (``chartgen token create bars --data-dir D``):
 :func:`hoist_state_options` moves them in front of the subcommand's arguments before its
-parser sees them.  Every mode that keeps state (the daemon, ``token``, ``passphrase``) runs
+parser sees them.  Every mode that keeps state (the daemon, ``token``, ``passphrase``, ``trading``) runs
 with umask 077, as the systemd unit does, so files created in the data dir are private.
 """
 
@@ -31,7 +32,7 @@ from config import ConfigFileError, Settings, load_settings
 from config.database import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading")
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -68,7 +69,10 @@ def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="chartgen",
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
-        epilog="Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help",
+        epilog=(
+            "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
+            " chartgen trading --help"
+        ),
     )
     p.add_argument(
         "-s", "--symbol", action="append", help="ticker (repeatable or comma list with --trade); none = sample data"
@@ -145,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.umask(PRIVATE_UMASK)
         return token_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "trading":
+        from daemon.trading_command import main as trading_main
+
+        os.umask(PRIVATE_UMASK)
+        return trading_main([*hoisted, *rest[1:]])
     ns = _main_parser().parse_args([*hoisted, *rest])
     try:
         settings = _settings_from(ns)

@@ -18,8 +18,10 @@ from pathlib import Path
 import structlog
 
 from alerts.store import MIGRATIONS as ALERT_MIGRATIONS
+from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
 from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
+from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
 from config import Settings
 from config.database import PRIVATE_FILE_MODE, Database, Migrations, tighten_private
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
@@ -36,6 +38,8 @@ ALL_MIGRATIONS: tuple[Migrations, ...] = (
     ALERT_MIGRATIONS,
     ORDER_MIGRATIONS,
     PAPER_MIGRATIONS,
+    SCHEDULE_MIGRATIONS,
+    HALT_MIGRATIONS,
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 from config import Settings
+from daemon.scheduler import DaemonScheduler
 from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamSettings
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
@@ -52,6 +53,20 @@ def ccxt_exchange(settings: Settings) -> Any:
     if settings.exchange_ws_url:
         urls["ws"] = {"spot": settings.exchange_ws_url}
     return build_pro_exchange(settings.exchange, urls=urls or None)
+
+
+def schedule_stream_rotation(engine: LiveEngine, scheduler: DaemonScheduler, settings: Settings) -> None:
+    """ccxt streams are rotated by a periodic job on the daemon's scheduler (every
+    ``engine_rotate_after_s``).  Binance streams rotate inside their own connection loop, each
+    connection at its own age (engine/feed/binance_streams.py), so they need no job."""
+    feed = engine.streams
+    if not isinstance(feed, CcxtStreamFeed):
+        return
+
+    async def rotate() -> None:
+        feed.restart_all("rotate")
+
+    scheduler.every("ccxt-stream-rotation", settings.engine_rotate_after_s, rotate)
 
 
 @contextlib.asynccontextmanager

@@ -76,6 +76,11 @@ class _StateCollector(Collector):
             yield CounterMetricFamily("chartgen_alerts_fired_total", "alerts fired since start", st["fired"])
         if self.services.push is not None:
             yield GaugeMetricFamily("chartgen_push_streams", "open SSE push streams", self.services.push.stream_count())
+        halt = getattr(self.services, "halt", None)
+        if halt is not None:
+            yield GaugeMetricFamily(
+                "chartgen_trading_halted", "1 while the operator's halt switch refuses every order", int(halt.halted)
+            )
         depth = GaugeMetricFamily("chartgen_notification_queue_depth", "undelivered notifications", labels=["queue"])
         for queue, value in self.queues.items():
             depth.add_metric([queue], value)

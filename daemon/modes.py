@@ -175,19 +175,29 @@ def daemon_readiness(services: Services) -> tuple[bool, list[str]]:
         return True, []
     ready, reasons = services.engine.readiness()
     broker = broker_readiness(services.orders)
-    return ready and not broker, [*reasons, *broker]
+    note = halt_note(services)  # a halt is shown, but the daemon stays ready (it serves; orders are refused)
+    return ready and not broker, [*reasons, *broker, *([note] if note else [])]
+
+
+def halt_note(services: Services) -> str | None:
+    """The "HALTED by operator: …" note while the operator's halt switch is on, else None."""
+    halt = getattr(services, "halt", None)
+    return None if halt is None else halt.note()
 
 
 def status_line(services: Services) -> str:
-    """The one-line state for systemd's STATUS= (degraded reasons first)."""
+    """The one-line state for systemd's STATUS= (a halt first, then degraded reasons)."""
     engine = services.engine
     if engine is None:
         return "serving (charts only)"
     ready, reasons = daemon_readiness(services)
+    note = halt_note(services)
+    reasons = [r for r in reasons if r != note]
     alerts = services.alerts.evaluator.active_count if services.alerts is not None else 0
     more = f"; +{len(reasons) - 3} more (see /readyz)" if len(reasons) > 3 else ""
     head = "ready" if ready else "degraded: " + "; ".join(reasons[:3]) + more
-    return f"{head} | {len(engine.markets)} markets, {alerts} alerts active"
+    line = f"{head} | {len(engine.markets)} markets, {alerts} alerts active"
+    return f"{note} | {line}" if note else line
 
 
 async def announce_not_ready(
@@ -229,7 +239,7 @@ async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Servic
 
 def daemon_status(services: Services) -> dict[str, Any]:
     """GET /status: readiness and its reasons, the engine's markets and connections (with their last
-    errors), the alert engine's counters."""
+    errors), the alert engine's counters, and every periodic job of the daemon's scheduler."""
     out: dict[str, Any] = {}
     if services.engine is not None:
         ready, reasons = daemon_readiness(services)
@@ -239,6 +249,12 @@ def daemon_status(services: Services) -> dict[str, Any]:
         out["alerts"] = services.alerts.evaluator.status()
     if services.push is not None:
         out["push_streams"] = services.push.stream_count()
+    scheduler = getattr(services, "scheduler", None)
+    if scheduler is not None:
+        out["scheduler"] = scheduler.status()  # every periodic job: trigger, next run, last outcome
+    halt = getattr(services, "halt", None)
+    if halt is not None:
+        out["trading"] = halt.state.public()
     return out
 
 

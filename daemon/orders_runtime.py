@@ -27,6 +27,7 @@ from brokers.protocol import Broker
 from brokers.service import OrderService, SafetyLimits
 from config import Settings
 from config.database import Database
+from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.events import Tick
@@ -172,6 +173,7 @@ async def running_orders(
     supervisor: Supervisor,
     trades_log: TradesLog,
     session: aiohttp.ClientSession,
+    scheduler: DaemonScheduler,
 ) -> AsyncIterator[OrderService]:
     quotes = EngineQuotes(engine, directory, to_binance(settings.intervals[0]) if settings.intervals else "1m")
     limits = SafetyLimits(
@@ -181,11 +183,11 @@ async def running_orders(
     )
     choice = choose_broker(settings)
     if choice == "binance":
-        async with _binance_orders(settings, quotes, db, supervisor, trades_log, limits, session) as service:
+        async with _binance_orders(settings, quotes, db, supervisor, scheduler, trades_log, limits, session) as service:
             yield service
         return
     if choice == "ccxt":
-        async with _ccxt_orders(settings, quotes, db, supervisor, trades_log, limits) as service:
+        async with _ccxt_orders(settings, quotes, db, scheduler, trades_log, limits) as service:
             yield service
         return
     broker = PaperBroker(
@@ -200,7 +202,7 @@ async def running_orders(
     service = _order_service(broker, db, quotes, trades_log, limits)
     await service.reconcile()
     supervisor.start("paper-ticks", lambda: feed_paper_ticks(engine, broker))
-    supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+    scheduler.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
     log.info("broker_ready", broker=broker.name)
     yield service
 
@@ -229,6 +231,7 @@ async def _binance_orders(
     quotes: EngineQuotes,
     db: Database,
     supervisor: Supervisor,
+    scheduler: DaemonScheduler,
     trades_log: TradesLog,
     limits: SafetyLimits,
     session: aiohttp.ClientSession,
@@ -245,12 +248,13 @@ async def _binance_orders(
             api_key=keys[0],
             api_secret=keys[1],
             on_order=service.on_update,
+            on_list=service.lists.on_list_update,
             on_resubscribed=service.reconcile,
             time_offset_ms=lambda: int(broker._client.timestamp_offset),
         )
         supervisor.start("binance-user-stream", stream.run)
-        supervisor.every("binance-time-sync", 300.0, _discard(broker.sync_time))
-        supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+        scheduler.every("binance-time-sync", 300.0, _discard(broker.sync_time))
+        scheduler.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
         service.user_stream = stream  # type: ignore[attr-defined]
         log.info("broker_ready", broker=broker.name, rest=settings.binance_rest_url)
         yield service
@@ -263,7 +267,7 @@ async def _ccxt_orders(
     settings: Settings,
     quotes: EngineQuotes,
     db: Database,
-    supervisor: Supervisor,
+    scheduler: DaemonScheduler,
     trades_log: TradesLog,
     limits: SafetyLimits,
 ) -> AsyncIterator[OrderService]:
@@ -289,7 +293,7 @@ async def _ccxt_orders(
     try:
         service = _exchange_service(settings, broker, db, quotes, trades_log, limits)
         await _first_reconcile(service)
-        supervisor.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
+        scheduler.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
         log.info("broker_ready", broker=broker.name, sandbox=not settings.live and urls is None)
         yield service
     finally:

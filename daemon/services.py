@@ -11,12 +11,16 @@ from typing import Any
 
 import aiohttp
 
+from brokers.schedules.service import ScheduleService
+from brokers.schedules.store import ScheduleStore
 from config import Settings
 from daemon.alerts_runtime import running_alerts
 from daemon.database import open_database
-from daemon.engine_runtime import running_engine
+from daemon.engine_runtime import running_engine, schedule_stream_rotation
+from daemon.halt_runtime import running_halt
 from daemon.orders_runtime import running_orders
 from daemon.prompt_data import DaemonPromptData
+from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
@@ -141,25 +145,20 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         settings = await stack.enter_async_context(simulated_exchange(settings, sim))
         db = await stack.enter_async_context(open_database(settings))
         supervisor = await stack.enter_async_context(Supervisor())
+        scheduler = DaemonScheduler()  # started last (below), so it stops before what its jobs use
         session = await stack.enter_async_context(aiohttp.ClientSession())
         engine = await stack.enter_async_context(running_engine(settings, session=session)) if trade else None
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
         services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
+        services.scheduler = scheduler
+        if engine is not None:
+            schedule_stream_rotation(engine, scheduler, settings)
         if engine is not None:
             rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
             directory = SymbolDirectory(rest)
             trades_log = TradesLog(settings.resolved_data_dir() / "trades.log")
-            runtime = await stack.enter_async_context(
-                running_alerts(
-                    settings,
-                    db=db,
-                    engine=engine,
-                    symbols=engine.catalogue or directory,
-                    supervisor=supervisor,
-                    trades_log=trades_log,
-                )
-            )
-            services.alerts, services.push = runtime.service, runtime.hub
+            # Orders first: their first reconciliation sends the alert-action intents a crash left
+            # unsent, and alert actions need the order service the moment the evaluator starts.
             services.orders = await stack.enter_async_context(
                 running_orders(
                     settings,
@@ -169,9 +168,35 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
                     supervisor=supervisor,
                     trades_log=trades_log,
                     session=session,
+                    scheduler=scheduler,
                 )
             )
+            runtime = await stack.enter_async_context(
+                running_alerts(
+                    settings,
+                    db=db,
+                    engine=engine,
+                    symbols=engine.catalogue or directory,
+                    supervisor=supervisor,
+                    trades_log=trades_log,
+                    orders=services.orders,
+                    scheduler=scheduler,
+                )
+            )
+            services.alerts, services.push = runtime.service, runtime.hub
             services.prompts = DaemonPromptData(rest, services.orders)
+            services.halt = await stack.enter_async_context(
+                running_halt(db=db, service=services.orders, supervisor=supervisor, trades_log=trades_log)
+            )
+            services.schedules = ScheduleService(
+                ScheduleStore(db),
+                services.orders,
+                audit=trades_log.append,
+                jobs=scheduler,
+                misfire_grace_s=settings.schedule_misfire_grace_s,
+            )
+            await services.schedules.start()
+        await stack.enter_async_context(scheduler.running())
         yield settings, services
 
 

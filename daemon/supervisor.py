@@ -40,21 +40,6 @@ class Supervisor:
         self.restarts[name] = 0
         self._tasks[name] = asyncio.create_task(self._keep(name, factory), name=f"supervised-{name}")
 
-    def every(self, name: str, interval_s: float, job: Factory) -> None:
-        """Run ``job`` every ``interval_s`` seconds (a failing run is logged; the schedule continues)."""
-
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(interval_s)  # a schedule, not synchronisation
-                try:
-                    await job()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("periodic_job_failed", job=name)
-
-        self.start(name, loop)
-
     async def _keep(self, name: str, factory: Factory) -> None:
         delay = self._initial
         while True:

@@ -11,6 +11,8 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_bridge.schedule_specs import schedule_tools
+
 _INDICATOR_ITEM: dict[str, Any] = {
     "oneOf": [
         {"type": "string", "description": "Indicator name or alias, e.g. rsi, macd, cipher_b, bb"},
@@ -23,6 +25,7 @@ _INDICATOR_ITEM: dict[str, Any] = {
         },
     ]
 }
+_ORDER_TYPES = "market limit limit_maker stop_loss stop_loss_limit take_profit take_profit_limit stop".split()
 _INDICATORS = {
     "type": "array",
     "items": _INDICATOR_ITEM,
@@ -131,19 +134,53 @@ TOOLS: tuple[types.Tool, ...] = (
         name="place_order",
         description=(
             "Place a buy or sell order (paper trading unless the daemon runs against the Binance testnet or a "
-            "live exchange). Market orders fill at the current price; limit orders need a price."
+            "live exchange). Market orders fill at the current price; limit orders need a price. Protective "
+            "types stop_loss / take_profit (market once triggered) and stop_loss_limit / take_profit_limit (a "
+            "limit at price once triggered) need stop_price and/or trailing_delta. bracket attaches an OCO exit "
+            "(take profit + stop loss, opposite side, same quantity) placed when the entry fills."
         ),
         input_schema=_obj(
             {
                 "symbol": {"type": "string", "description": "Trading pair, e.g. BTCUSDT"},
                 "side": {"type": "string", "enum": ["buy", "sell"]},
-                "type": {"type": "string", "enum": ["market", "limit"], "default": "market"},
+                "type": {
+                    "type": "string",
+                    "enum": _ORDER_TYPES,
+                    "default": "market",
+                    "description": "stop is read as stop_loss (stop_loss_limit with a price)",
+                },
                 "quantity": {"type": "number", "exclusiveMinimum": 0, "description": "Amount of the base asset"},
                 "price": {"type": "number", "exclusiveMinimum": 0, "description": "Limit price (limit orders)"},
+                "stop_price": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Trigger price of stop_loss / take_profit (and _limit) orders",
+                },
+                "trailing_delta": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10000,
+                    "description": "Trailing stop distance in basis points (100 = 1%); stop_price then activates it",
+                },
                 "time_in_force": {
                     "type": "string",
                     "enum": ["GTC", "IOC", "FOK"],
                     "description": "Limit orders: GTC (default) rests; IOC/FOK expire if they cannot fill now",
+                },
+                "bracket": {
+                    "type": "object",
+                    "description": (
+                        'Optional exit OCO for the entry: {"take_profit": P, "stop_loss": S, "stop_limit": L?}; '
+                        "an OTOCO where the exchange has it and the entry is a limit order, else placed by the "
+                        "daemon once the entry fills (never if it is cancelled)"
+                    ),
+                    "properties": {
+                        "take_profit": {"type": "number", "exclusiveMinimum": 0},
+                        "stop_loss": {"type": "number", "exclusiveMinimum": 0},
+                        "stop_limit": {"type": "number", "exclusiveMinimum": 0},
+                    },
+                    "required": ["take_profit", "stop_loss"],
+                    "additionalProperties": False,
                 },
                 "client_order_id": {
                     "type": "string",
@@ -156,7 +193,10 @@ TOOLS: tuple[types.Tool, ...] = (
     ),
     types.Tool(
         name="cancel_order",
-        description="Cancel an open order by the order_id that place_order returned.",
+        description=(
+            "Cancel an open order by the order_id that place_order returned; a list id (place_oco, bracket) or "
+            "any leg of a list cancels the whole list."
+        ),
         input_schema=_obj({"order_id": {"type": "string"}}, ["order_id"]),
         annotations=_ORDER,
     ),
@@ -177,6 +217,22 @@ TOOLS: tuple[types.Tool, ...] = (
         description="Show account balances per asset (free and locked).",
         input_schema=_obj({}),
         annotations=_LOCAL_RO,
+    ),
+    types.Tool(
+        name="halt_trading",
+        description=(
+            "Halt all trading: every new order (tools, alert actions, schedules, brackets, OCO legs) is refused "
+            "with 'trading is halted by the operator' until resumed. cancel_open=true also cancels every open "
+            "order and order list on the exchange and reports how many. resume=true (alone) resumes trading."
+        ),
+        input_schema=_obj(
+            {
+                "cancel_open": {"type": "boolean", "default": False, "description": "Also cancel every open order"},
+                "reason": {"type": "string", "maxLength": 200, "description": "Why (shown in the daemon's status)"},
+                "resume": {"type": "boolean", "default": False, "description": "Resume trading instead of halting"},
+            }
+        ),
+        annotations=_ORDER,
     ),
     types.Tool(
         name="set_alert",
@@ -208,6 +264,17 @@ TOOLS: tuple[types.Tool, ...] = (
                     "description": "RFC 3339 time after which the alert is dropped unfired",
                 },
                 "note": {"type": "string", "description": "Free text returned with the notification (max 500 chars)"},
+                "action": {
+                    "type": "object",
+                    "description": (
+                        "Optional: place an order when the alert fires, exactly once: "
+                        '{"place_order": {...place_order arguments; symbol defaults to the alert\'s}}. '
+                        "Needs the trade scope. Checked now (filters, limits, symbol; a short balance is a "
+                        "warning); the notification carries the order id and outcome."
+                    ),
+                    "properties": {"place_order": {"type": "object"}},
+                    "required": ["place_order"],
+                },
             },
             ["symbol", "condition"],
         ),
@@ -262,5 +329,35 @@ TOOLS: tuple[types.Tool, ...] = (
         annotations=_LOCAL_RO,
     ),
 )
+
+TOOLS = (*TOOLS, *schedule_tools(next(t for t in TOOLS if t.name == "place_order")))
+
+PLACE_OCO = types.Tool(
+    name="place_oco",
+    description=(
+        "Place a one-cancels-the-other pair around the last price: a take-profit limit at take_profit_price "
+        "(LIMIT_MAKER; TAKE_PROFIT_LIMIT for a buy) and a stop loss at stop_price (STOP_LOSS, or STOP_LOSS_LIMIT "
+        "at stop_limit_price). When one fills the other is cancelled. Returns the list id (cancel_order takes "
+        "it) and both legs."
+    ),
+    input_schema=_obj(
+        {
+            "symbol": {"type": "string", "description": "Trading pair, e.g. BTCUSDT"},
+            "side": {"type": "string", "enum": ["buy", "sell"], "description": "sell exits a long, buy a short"},
+            "quantity": {"type": "number", "exclusiveMinimum": 0, "description": "Amount of the base asset"},
+            "take_profit_price": {"type": "number", "exclusiveMinimum": 0},
+            "stop_price": {"type": "number", "exclusiveMinimum": 0},
+            "stop_limit_price": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "Optional: the stop leg becomes a limit order at this price once triggered",
+            },
+        },
+        ["symbol", "side", "quantity", "take_profit_price", "stop_price"],
+    ),
+    annotations=_ORDER,
+)
+"""place_oco (protective order lists): listed after chartgen's tools."""
+TOOLS = (*TOOLS, PLACE_OCO)
 
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)

@@ -13,7 +13,9 @@ Binance (backfill after each (re)connect, open candles never stored, gaps refill
   ``stall_timeout_s`` → the websocket clients are closed and every loop reconnects; errors
   back off exponentially with jitter, for minutes after an HTTP 451/403 (the exchange
   refuses this location or IP; ccxt names the status in its message).  Each stream keeps
-  its last error until it is live again.
+  its last error until it is live again.  Proactive rotation is the owner's periodic
+  ``restart_all("rotate")`` (the daemon schedules it every ``engine_rotate_after_s``); the
+  feed itself keeps no timer for it.
 
 Engine symbols are exchange market ids without separators (``BTCUSDT``; for Kraken e.g.
 ``XBTUSD`` or ``BTCUSD``); :class:`CcxtMarkets` maps them to ccxt's unified symbols.
@@ -228,11 +230,9 @@ class CcxtStreamFeed:
                 self._tg = tg
                 for st in self._streams.values():
                     self._start(st)
-                rotator = tg.create_task(self._rotate_forever(), name="ccxt-feed-rotate")
                 try:
                     yield self
                 finally:
-                    rotator.cancel()
                     for st in self._streams.values():
                         if st.task is not None:
                             st.task.cancel()
@@ -288,13 +288,6 @@ class CcxtStreamFeed:
             }
             for st in self._streams.values()
         ]
-
-    async def _rotate_forever(self) -> None:
-        if self._settings.rotate_after_s is None:
-            return
-        while True:
-            await asyncio.sleep(self._settings.rotate_after_s)
-            self.restart_all("rotate")
 
     # --- one stream --------------------------------------------------------------------
     async def _follow(self, st: _StreamState) -> None:

@@ -12,11 +12,12 @@ from typing import Any
 from alerts.requests import AlertInputError
 from alerts.service import AlertService
 from mcp_bridge.errors import ToolError
-from mcp_bridge.identity import current_principal
+from mcp_bridge.identity import current_principal, current_scopes
 from mcp_bridge.tools.charting import text
 from mcp_bridge.tools.context import Handler, Services, ToolResult
 from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
 
+TRADE_SCOPE = "trade"
 Operation = Callable[[AlertService, str, dict[str, Any]], Awaitable[Any]]
 
 
@@ -41,6 +42,12 @@ def _no_args(name: str, args: dict[str, Any]) -> None:
 
 
 async def _set(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
+    if args.get("action") is not None and TRADE_SCOPE not in current_scopes():
+        raise ToolError(
+            f"an alert with an action places orders: that needs the '{TRADE_SCOPE}' scope, which this token "
+            "lacks; create a token with it (chartgen token create NAME --scope charts,alerts,trade) or set the "
+            "alert without action"
+        )
     return await svc.set_alert(principal, args)
 
 

@@ -10,6 +10,8 @@ import mcp_types as types
 
 from alerts.push import PushHub
 from alerts.service import AlertService
+from brokers.halt_switch import HaltSwitch
+from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
 from engine.charts.service import ChartService
 from mcp_bridge.tokens import TokenStore
@@ -36,3 +38,9 @@ class Services:
     """Market and account data for the MCP prompts (``--trade``), or None (no prompts listed)."""
     tokens: TokenStore | None = None
     """Bearer tokens (HTTP authentication), or None when nothing authenticates."""
+    schedules: ScheduleService | None = None
+    """Scheduled orders (``--trade``; :mod:`brokers.schedules`), or None."""
+    scheduler: Any = None
+    """The daemon's job scheduler (``daemon.scheduler.DaemonScheduler``): every periodic job, for /status."""
+    halt: HaltSwitch | None = None
+    """The operator's halt switch (``--trade``; :mod:`brokers.halt_switch`), or None."""

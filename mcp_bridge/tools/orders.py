@@ -63,6 +63,10 @@ async def _place(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
     return await svc.place_order(args, owner=actor.principal)
 
 
+async def _place_oco(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
+    return await svc.lists.place_oco(args, owner=actor.principal)
+
+
 async def _cancel(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
     _only("cancel_order", args, {"order_id"})
     return await svc.cancel_order(args.get("order_id"), actor=actor)
@@ -85,6 +89,7 @@ async def _balance(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any
 
 ORDER_HANDLERS: dict[str, Handler] = {
     "place_order": _handler(_place, "order"),
+    "place_oco": _handler(_place_oco, "order"),
     "cancel_order": _handler(_cancel, "cancel"),
     "get_orders": _handler(_orders, "orders lookup"),
     "get_positions": _handler(_positions, "positions lookup"),

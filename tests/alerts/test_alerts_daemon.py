@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
+from mcp_bridge.tool_specs import TOOL_NAMES
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
 
@@ -135,7 +136,7 @@ async def test_tokens_are_isolated_and_http_requires_a_bearer(daemon: DaemonProc
             assert r.status == 401 and await r.text() == "Missing Authorization header"
         listing = {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}
         async with http.post(daemon.mcp_url, json=listing) as r:
-            assert r.status == 200 and len((await r.json())["result"]["tools"]) == 15
+            assert r.status == 200 and len((await r.json())["result"]["tools"]) == len(TOOL_NAMES)
 
 
 async def _advance(http: aiohttp.ClientSession, sim: str, seconds: int) -> None:

@@ -27,7 +27,7 @@ KILLS = 20
 BASE = 70_000.0
 STEP = 5.0
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from brokers.simulator.faults import OrderFault
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 
 KILLS = 20
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
 
 
 @pytest.fixture

@@ -116,15 +116,17 @@ async def test_guard_rails_fail_closed_through_the_daemon(tmp_path: Path) -> Non
         await sim.post("/sim/v1/price", {"symbol": "BTCUSDT", "price": "65000"})
         await _engine_has_price(daemon, http, "BTCUSDT")
         async with mcp_client(daemon.mcp_url, daemon.token) as client:
-            # ETHUSDT is not followed by the engine, and its one ticker request fails: refused, nothing sent
-            fault = {"http_error": {"status": 500, "count": 1, "path": "/api/v3/ticker/price"}}
+            # ETHUSDT is not followed by the engine and its ticker fails (503): a market order over the
+            # per-order limit (1 ETH ≈ 3200 > 1000) is refused — it cannot be valued — and nothing is sent
+            fault = {"http_error": {"status": 503, "count": 5, "path": "/api/v3/ticker/price"}}
             await sim.post("/sim/v1/faults", fault)
             failed, answer = await tool(
-                client, "place_order", {"symbol": "ETHUSDT", "side": "buy", "type": "market", "quantity": 0.01}
+                client, "place_order", {"symbol": "ETHUSDT", "side": "buy", "type": "market", "quantity": 1}
             )
             assert failed and answer["text"].startswith("order refused: no price for ETHUSDT"), answer
             assert "ticker request failed" in answer["text"] and "retry when market data is back" in answer["text"]
             assert await sim.requests("POST /api/v3/order") == 0
+            await sim.post("/sim/v1/faults", {"reset": True})
 
             # six at once, 0.013 BTC (845 USDT) each, against a daily limit of 1000: exactly one goes out
             tickers = await sim.requests("GET /api/v3/ticker/price")

@@ -1,6 +1,6 @@
 """Hypothesis fuzzing of every tool's arguments against a real ``chartgen --serve --trade --sim``.
 
-For each of the 15 tools, argument objects are drawn from its own input schema — every
+For each tool, argument objects are drawn from its own input schema — every
 property present or absent, plausible values (enum members, symbols, edge numbers, huge and
 tiny quantities) mixed with any JSON value, plus keys the schema does not know — and sent as
 session-less ``tools/call`` requests. Whatever the arguments: HTTP 200, a JSON-RPC result (never
@@ -102,7 +102,7 @@ def arguments_for(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 
 VALID_CALLS = [
     ("place_order", {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.001}),
-    ("place_order", {"symbol": "ETHUSDT", "side": "buy", "type": "limit", "quantity": 0.1, "price": 100}),
+    ("place_order", {"symbol": "ETHUSDT", "side": "buy", "type": "limit", "quantity": 0.1, "price": 1000}),
     ("set_alert", {"symbol": "BTCUSDT", "condition": {"price_above": 1e9}}),
     ("subscribe_notifications", {"symbols": ["BTCUSDT"]}),
     ("get_orders", {"filter": "all"}),

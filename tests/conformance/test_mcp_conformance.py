@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from mcp_bridge.tool_specs import TOOL_NAMES
 from tests.support.bearer_proxy import BearerProxy
 from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
 from tests.support.external import node_tool
@@ -121,7 +122,7 @@ async def inspector(args: list[str], cwd: Path) -> Any:
 async def test_inspector_cli_over_http(daemon: DaemonProc, tmp_path: Path) -> None:
     auth = f"Authorization: Bearer {daemon.token}"
     tools = await inspector([daemon.mcp_url, "--method", "tools/list", "--header", auth], tmp_path)
-    assert len(tools["tools"]) == 15
+    assert len(tools["tools"]) == len(TOOL_NAMES)
     prompts = await inspector([daemon.mcp_url, "--method", "prompts/list", "--header", auth], tmp_path)
     assert {p["name"] for p in prompts["prompts"]} == {"trading_analysis", "portfolio_risk"}
     answer = await inspector(
@@ -150,6 +151,6 @@ async def test_inspector_cli_over_http(daemon: DaemonProc, tmp_path: Path) -> No
 async def test_inspector_cli_over_stdio(tmp_path: Path) -> None:
     chartgen = [sys.executable, "-m", "daemon", "--mcp", "--log-level", "error", "--data-dir", str(tmp_path / "d")]
     tools = await inspector([*chartgen, "--method", "tools/list"], tmp_path)
-    assert len(tools["tools"]) == 15
+    assert len(tools["tools"]) == len(TOOL_NAMES)
     listed = await inspector([*chartgen, "--method", "tools/call", "--tool-name", "list_indicators"], tmp_path)
     assert not listed.get("isError") and "rsi" in listed["content"][0]["text"]

@@ -4,23 +4,43 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
-from structlog.testing import capture_logs
+import pytest
 
+import config.database
 from config import load_settings
 from daemon.database import open_database
 
 
-async def test_an_existing_open_trades_log_and_token_marker_are_tightened(tmp_path: Path) -> None:
+class _Recorder:
+    """Stands in for config.database's logger (structlog's capture cannot see a logger an earlier
+    test's configure_logging cached)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.events.append({"event": event, **kw})
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **kw: None
+
+
+async def test_an_existing_open_trades_log_and_token_marker_are_tightened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     log_file, marker = data / "trades.log", data / "chartgen.db-tokens"
     for path in (log_file, marker):
         path.write_text("x\n")
         path.chmod(0o644)
-    with capture_logs() as logs:
-        async with open_database(load_settings({"data_dir": data})):
-            pass
+    recorder = _Recorder()
+    monkeypatch.setattr(config.database, "log", recorder)
+    async with open_database(load_settings({"data_dir": data})):
+        pass
+    logs = recorder.events
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(marker.stat().st_mode) == 0o600
     assert log_file.read_text() == "x\n"

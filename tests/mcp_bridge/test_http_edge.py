@@ -26,6 +26,7 @@ from daemon.http_server import serving as serve_app
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
 from mcp_bridge.server import build_server
+from mcp_bridge.tool_specs import TOOL_NAMES
 from mcp_bridge.tools import Services
 
 EVERY_SCOPE = frozenset({"charts", "alerts", "trade", "admin"})
@@ -227,12 +228,12 @@ async def test_bodies_within_the_caps_are_served_with_and_without_a_bearer(edge:
     large = {**LIST, "params": {"_meta": {"p": "x" * 900_000}}}  # under aiohttp's raw-body warning
     async with aiohttp.ClientSession() as http:
         async with http.post(f"{edge}/mcp", json=small) as r:  # chartgen's clients: tools/list without a bearer
-            assert r.status == 200 and len((await r.json())["result"]["tools"]) == 15
+            assert r.status == 200 and len((await r.json())["result"]["tools"]) == len(TOOL_NAMES)
         async with http.post(f"{edge}/mcp", json=large) as r:
             assert r.status == 413
             assert "max_unauthenticated_body_bytes" in (await r.json())["error"]["message"]
         async with http.post(f"{edge}/mcp", json=large, headers=bearer("good-alice")) as r:
-            assert r.status == 200 and len((await r.json())["result"]["tools"]) == 15
+            assert r.status == 200 and len((await r.json())["result"]["tools"]) == len(TOOL_NAMES)
         async with http.post(f"{edge}/mcp", json=CALL, headers=bearer("good-alice")) as r:
             assert r.status == 200 and json.loads((await r.json())["result"]["content"][0]["text"])["total"] == 38
 

@@ -8,6 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from mcp_bridge.tool_specs import TOOL_NAMES
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -48,14 +50,14 @@ async def test_tools_list_without_accept_header_or_session_is_answered_as_json(m
             body = await r.json()
     names = [t["name"] for t in body["result"]["tools"]]
     assert names[:3] == ["generate_chart", "list_indicators", "get_indicators"]
-    assert len(names) == 15
+    assert len(names) == len(TOOL_NAMES)
 
 
 @pytest.mark.parametrize("path", ["/", "/message", "/mcp"])
 async def test_post_aliases_serve_the_same_json_rpc_handler(mcp_url: str, path: str) -> None:
     status, _, body = await post(f"{mcp_url}{path}", LIST, {"Accept": "application/json"})
     assert status == 200
-    assert len(body["result"]["tools"]) == 15
+    assert len(body["result"]["tools"]) == len(TOOL_NAMES)
 
 
 @pytest.mark.parametrize("accept", ["text/event-stream", "text/plain", "application/json;q=0"])
@@ -94,7 +96,7 @@ async def test_session_id_from_initialize_is_honoured_on_later_requests(mcp_url:
     status, headers2, body = await post(f"{mcp_url}/mcp", LIST, {"Mcp-Session-Id": sid})
     assert status == 200
     assert headers2.get("mcp-session-id") == sid
-    assert len(body["result"]["tools"]) == 15
+    assert len(body["result"]["tools"]) == len(TOOL_NAMES)
 
 
 async def test_unknown_session_id_is_404_so_clients_reinitialize(mcp_url: str) -> None:

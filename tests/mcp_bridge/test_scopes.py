@@ -38,11 +38,14 @@ from tests.support.daemon_proc import mcp_client
 from tests.support.oauth import tools_call, tools_list
 
 TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "get_balance"}
+TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}
+TRADE_TOOLS |= {"halt_trading"}
+TRADE_TOOLS |= {"place_oco"}
 ORDER = {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1}
 
 
 def test_every_tool_has_a_scope_and_an_unassigned_tool_needs_admin() -> None:
-    assert len(TOOL_NAMES) == 15
+    assert len(TOOL_NAMES) == 15 + 3 + 1 + 1  # chartgen's 15, the schedule tools, halt_trading, place_oco
     assert set(TOOL_NAMES) <= set(TOOL_SCOPES)
     assert {t for t in TOOL_NAMES if TOOL_SCOPES[t] == TRADE} == TRADE_TOOLS
     assert required_scope("a_tool_added_later") == ADMIN

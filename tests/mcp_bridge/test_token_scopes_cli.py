@@ -15,6 +15,9 @@ from tests.support.daemon_proc import clean_env, create_token, mcp_client, start
 from tests.support.oauth import tools_call, tools_list
 
 TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "get_balance"}
+TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}
+TRADE_TOOLS |= {"halt_trading"}
+TRADE_TOOLS |= {"place_oco"}
 
 
 async def token_cli(data_dir: Path, *args: str) -> tuple[int, str, str]:

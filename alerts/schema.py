@@ -1,0 +1,84 @@
+"""The alerts package's SQL schema (its :class:`~config.database.Migrations`).
+
+Step 1: alerts, the audit of how each ended, the poll queue, push subscriptions and the push
+queue.  Step 2: ``alert_actions`` — one row per fired alert that carried an action, written in
+the firing transaction: the action's client order id and its outcome (``pending`` until the
+exchange answered or the order service resolved it after a restart, then ``done``).
+"""
+
+from __future__ import annotations
+
+from config.database import Migrations
+
+MIGRATIONS = Migrations(
+    "alerts",
+    (
+        (
+            1,
+            """
+            CREATE TABLE alerts (
+                id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                symbol TEXT NOT NULL,
+                interval TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                record TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL
+            );
+            CREATE INDEX alerts_principal ON alerts (principal, created_at);
+            CREATE INDEX alerts_expiry ON alerts (expires_at) WHERE expires_at IS NOT NULL;
+            CREATE TABLE alert_events (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                outcome TEXT NOT NULL CHECK (outcome IN ('fired', 'cancelled', 'expired')),
+                at REAL NOT NULL,
+                value REAL,
+                bar_time INTEGER,
+                record TEXT NOT NULL,
+                logged INTEGER NOT NULL DEFAULT 0
+            );
+            CREATE INDEX alert_events_unlogged ON alert_events (logged) WHERE logged = 0;
+            CREATE TABLE notifications (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at REAL NOT NULL
+            );
+            CREATE INDEX notifications_principal ON notifications (principal, created_at);
+            CREATE TABLE push_subscriptions (
+                principal TEXT PRIMARY KEY,
+                symbols TEXT,
+                alert_types TEXT,
+                updated_at REAL NOT NULL
+            );
+            CREATE TABLE push_queue (
+                seq INTEGER PRIMARY KEY,
+                principal TEXT NOT NULL,
+                alert_id TEXT NOT NULL,
+                frame TEXT NOT NULL,
+                enqueued_at REAL NOT NULL,
+                delivered INTEGER NOT NULL DEFAULT 0,
+                UNIQUE (principal, alert_id)
+            );
+            CREATE INDEX push_queue_principal ON push_queue (principal, seq);
+            CREATE TABLE alert_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+            INSERT INTO alert_counters (name, value) VALUES ('push_seq', 0)
+            """,
+        ),
+        (
+            2,
+            """
+            CREATE TABLE alert_actions (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                client_order_id TEXT,
+                state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+                outcome TEXT NOT NULL,
+                at REAL NOT NULL
+            );
+            CREATE INDEX alert_actions_pending ON alert_actions (state) WHERE state = 'pending'
+            """,
+        ),
+    ),
+)
