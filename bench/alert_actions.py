@@ -99,9 +99,16 @@ async def bench_trigger_to_exchange(n: int = 300, rate: float = 100.0, warmup: i
                         if delay > 0:
                             await asyncio.sleep(delay)  # pacing the load, not synchronisation
                         sent.append(await price(BASE + STEP * (i + 1) + STEP / 2))
-                    async with asyncio.timeout(60):
-                        while len(_arrivals(sim, cids)) < total:  # noqa: ASYNC110 - the daemon is another process
-                            await asyncio.sleep(0.05)  # waiting for the daemon, bounded by the timeout
+                    try:
+                        async with asyncio.timeout(60):
+                            while len(_arrivals(sim, cids)) < total:  # noqa: ASYNC110 - the daemon is another process
+                                await asyncio.sleep(0.05)  # waiting for the daemon, bounded by the timeout
+                    except TimeoutError:
+                        log = (data_dir / "trades.log").read_text().splitlines()
+                        raise AssertionError(
+                            f"{len(_arrivals(sim, cids))} of {total} orders arrived; trades.log tail: {log[-3:]}; "
+                            f"requests: {sim.exchange.requests.most_common(8)}"
+                        ) from None
                     arrivals = _arrivals(sim, cids)
                 finally:
                     await daemon.stop()
