@@ -8,7 +8,6 @@ its own account (every order it accepted, by client order id).
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sqlite3
 from collections import Counter
@@ -22,7 +21,8 @@ import pytest
 
 from alerts.actions import ACTION_PREFIX, action_client_id
 from brokers.simulator.app import RunningSimulator, start_simulator
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
+from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
 BASE = 70_000.0
 STEP = 10.0
@@ -39,38 +39,16 @@ async def sim() -> AsyncIterator[RunningSimulator]:
 
 
 def _env(sim: RunningSimulator, **extra: str) -> dict[str, str]:
-    ws = sim.url.replace("http://", "ws://")
-    return {
-        "CHARTGEN_BINANCE_REST_URL": sim.url,
-        "CHARTGEN_BINANCE_STREAM_URL": ws,
-        "CHARTGEN_BINANCE_WS_API_URL": f"{ws}/ws-api/v3",
-        "CHARTGEN_SYMBOLS": "BTCUSDT",
-        "CHARTGEN_INTERVALS": "1m",
-        "CHARTGEN_ENGINE_WINDOW_BARS": "100",
-        "CHARTGEN_BROKER": "binance",
-        "CHARTGEN_ORDER_UNRESOLVED_GRACE_S": "0",
-        "CHARTGEN_TRADING_MAX_ORDER_NOTIONAL": "100000",
-        "CHARTGEN_TRADING_MAX_DAILY_NOTIONAL": "1000000",
-        "BINANCE_API_KEY": "sim-api-key",
-        "BINANCE_API_SECRET": "sim-api-secret",
-        **extra,
-    }
+    limits = {"CHARTGEN_TRADING_MAX_ORDER_NOTIONAL": "100000", "CHARTGEN_TRADING_MAX_DAILY_NOTIONAL": "1000000"}
+    return sim_env(sim, broker="binance", **(limits | extra))
 
 
 async def _start(sim: RunningSimulator, data_dir: Path, **extra: str) -> DaemonProc:
-    proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim, **extra))
-    return await proc.wait_ready()
+    return await start_on_sim(sim, data_dir, _env(sim, **extra))
 
 
-async def _price(http: aiohttp.ClientSession, sim: RunningSimulator, price: float) -> None:
-    async with http.post(f"{sim.url}/sim/v1/price", json={"symbol": "BTCUSDT", "price": f"{price:.2f}"}) as r:
-        assert r.status == 200
-
-
-async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:
-    result = await client.call_tool(name, args or {})
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+_price = post_price
+_tool = tool_json
 
 
 def _sim_orders(sim: RunningSimulator) -> Counter[str]:

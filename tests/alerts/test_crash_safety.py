@@ -9,18 +9,17 @@ every alert.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
 from brokers.simulator.app import RunningSimulator, start_simulator
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
+from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
 ALERTS = 1000
 KILLS = 20
@@ -40,32 +39,15 @@ async def sim() -> AsyncIterator[RunningSimulator]:
 
 
 def _env(sim: RunningSimulator) -> dict[str, str]:
-    ws = sim.url.replace("http://", "ws://")
-    return {
-        "CHARTGEN_BINANCE_REST_URL": sim.url,
-        "CHARTGEN_BINANCE_STREAM_URL": ws,
-        "CHARTGEN_BINANCE_WS_API_URL": f"{ws}/ws-api/v3",
-        "CHARTGEN_SYMBOLS": "BTCUSDT",
-        "CHARTGEN_INTERVALS": "1m",
-        "CHARTGEN_ENGINE_WINDOW_BARS": "100",
-        "CHARTGEN_ALERTS_MAX_PER_CLIENT": "5000",
-    }
+    return sim_env(sim, CHARTGEN_ALERTS_MAX_PER_CLIENT="5000")
 
 
 async def _start(sim: RunningSimulator, data_dir: Path) -> DaemonProc:
-    proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim))
-    return await proc.wait_ready()
+    return await start_on_sim(sim, data_dir, _env(sim))
 
 
-async def _price(http: aiohttp.ClientSession, sim: RunningSimulator, price: float) -> None:
-    async with http.post(f"{sim.url}/sim/v1/price", json={"symbol": "BTCUSDT", "price": f"{price:.2f}"}) as r:
-        assert r.status == 200
-
-
-async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:
-    result = await client.call_tool(name, args or {})
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+_price = post_price
+_tool = tool_json
 
 
 async def test_kill_9_during_firing_neither_loses_nor_doubles_an_alert(sim: RunningSimulator, tmp_path: Path) -> None:

@@ -9,18 +9,17 @@ clientOrderId was placed twice and the position equals the simulator's balance.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from brokers.simulator.app import RunningSimulator, start_simulator
 from brokers.simulator.faults import OrderFault
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
+from tests.support.sim_daemon import sim_env, start_on_sim, tool_json
 
 KILLS = 20
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
@@ -36,30 +35,14 @@ async def sim() -> AsyncIterator[RunningSimulator]:
 
 
 def _env(sim: RunningSimulator) -> dict[str, str]:
-    ws = sim.url.replace("http://", "ws://")
-    return {
-        "CHARTGEN_BINANCE_REST_URL": sim.url,
-        "CHARTGEN_BINANCE_STREAM_URL": ws,
-        "CHARTGEN_BINANCE_WS_API_URL": f"{ws}/ws-api/v3",
-        "CHARTGEN_SYMBOLS": "BTCUSDT",
-        "CHARTGEN_INTERVALS": "1m",
-        "CHARTGEN_ENGINE_WINDOW_BARS": "100",
-        "CHARTGEN_BROKER": "binance",
-        "CHARTGEN_ORDER_UNRESOLVED_GRACE_S": "0",
-        "BINANCE_API_KEY": "sim-api-key",
-        "BINANCE_API_SECRET": "sim-api-secret",
-    }
+    return sim_env(sim, broker="binance")
 
 
 async def _start(sim: RunningSimulator, data_dir: Path) -> DaemonProc:
-    proc = await start_daemon(["--serve", "--trade"], data_dir=data_dir, env=_env(sim))
-    return await proc.wait_ready()
+    return await start_on_sim(sim, data_dir, _env(sim))
 
 
-async def _tool(client: Any, name: str, args: dict[str, Any] | None = None) -> Any:
-    result = await client.call_tool(name, args or {})
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+_tool = tool_json
 
 
 async def test_kill_9_while_orders_are_in_flight_never_doubles_or_loses_one(
