@@ -19,7 +19,7 @@ from alerts.actions import ActionExecutor
 from alerts.evaluator import AlertEvaluator
 from alerts.models import ALERT_KINDS, Alert, Subscription
 from alerts.push import PushHub
-from alerts.requests import AlertInputError, parse_filter, parse_set_alert
+from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
 from alerts.store import AlertStore
 from engine.market_data.errors import MarketDataError
 
@@ -66,9 +66,16 @@ class AlertService:
         log.info("alerts_loaded", count=count)
         return count
 
+    def now(self) -> float:
+        """The service's clock (expiry times given relative to it are read against it)."""
+        return self._clock()
+
     async def set_alert(self, principal: str, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.set_alert_spec(principal, parse_set_alert(args, self._clock()))
+
+    async def set_alert_spec(self, principal: str, spec: AlertSpec) -> dict[str, Any]:
+        """An alert parsed by :func:`alerts.requests.parse_set_alert` (the tool edge parses once)."""
         now = self._clock()
-        spec = parse_set_alert(args, now)
         if self._check_symbol is not None:
             try:
                 problem = await self._check_symbol(spec.symbol)
@@ -153,6 +160,12 @@ class AlertService:
             raise AlertInputError(f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols and alert_types")
         symbols = parse_filter("symbols", args.get("symbols"))
         types = parse_filter("alert_types", args.get("alert_types"), allowed=ALERT_KINDS)
+        return await self.subscribe_to(principal, symbols, types)
+
+    async def subscribe_to(
+        self, principal: str, symbols: tuple[str, ...] | None, types: tuple[str, ...] | None
+    ) -> dict[str, Any]:
+        """Push subscription with filters already read (None: everything)."""
         await self.store.subscribe(Subscription(principal=principal, symbols=symbols, alert_types=types), self._clock())
         return {
             "status": "subscribed",

@@ -9,6 +9,10 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from bench.agent_market import print_table as print_agent_market_table
+from bench.agent_market import run as run_agent_market
+from bench.agent_simulate import print_table as print_agent_simulate_table
+from bench.agent_simulate import run as run_agent_simulate
 from bench.alert_actions import print_table as print_action_table
 from bench.alert_actions import run as run_action_benches
 from bench.alerts import print_table as print_alert_table
@@ -61,6 +65,8 @@ def main() -> None:
     results["sqlite_durability"] = run_durability_bench()
     results["alert_actions"] = run_action_benches()
     results["unattended_load"] = run_unattended_benches()
+    results["agent_market"] = asyncio.run(run_agent_market())
+    results["agent_simulate"] = asyncio.run(run_agent_simulate())
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -94,6 +100,9 @@ def main() -> None:
     print_action_table(results["alert_actions"])
     print("\n100,000 action alerts and 10,000 schedules armed:")
     print_unattended_table(results["unattended_load"])
+    print("\nagent tools (in the tool, warm):")
+    print_agent_market_table(results["agent_market"])
+    print_agent_simulate_table(results["agent_simulate"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")

@@ -92,11 +92,8 @@ class Brackets:
         self.svc = service
         self.lists = lists
 
-    async def place(
-        self, fields: dict[str, Any], bracket: dict[str, Decimal | None], owner: str | None
-    ) -> dict[str, Any]:
+    async def place(self, entry: OrderRequest, bracket: dict[str, Decimal | None]) -> dict[str, Any]:
         """place_order with a bracket: OTOCO where the venue has it for this entry, else entry + daemon OCO."""
-        entry = OrderRequest(**fields, owner=owner)
         kinds = list_kinds(self.svc.broker)
         if "OTOCO" in kinds and entry.type in ("LIMIT", "LIMIT_MAKER"):
             req = exit_request(entry, bracket, working=True)

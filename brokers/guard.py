@@ -40,9 +40,10 @@ from typing import Literal
 import structlog
 
 from brokers.filters import FilterError, SymbolRules
+from brokers.halt import check_not_halted
 from brokers.list_store import BracketPlan, ListStore, legs_of
 from brokers.models import BrokerError, ListRequest, OrderRequest, RateLimitedError
-from brokers.order_admission import Admission, admit_in
+from brokers.order_admission import Admission, admit_in, daily_used
 from brokers.order_args import OrderInputError
 from brokers.order_args import plain_decimal as plain
 from brokers.order_store import OrderStore
@@ -70,6 +71,10 @@ class SafetyLimits:
 
 class OrderRefused(OrderInputError):
     """The guard refused the order: nothing was recorded and nothing was sent."""
+
+
+class LimitExceeded(OrderRefused):
+    """Refused by one of the operator's limits: allowed symbols, per-order or daily notional."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,23 @@ class OrderGuard:
         self.raise_unless_recorded(checked, admission)
         return checked
 
+    async def evaluate(self, req: OrderRequest, *, pending: Decimal = Decimal(0)) -> Admitted:
+        """A dry run of :meth:`admit`: the same checks — steps 1-6, the halt switch and the daily
+        limit, counting ``pending`` (the value of orders the caller means to place before this one)
+        on top of today's — and nothing recorded.  Raises what :meth:`admit` would raise."""
+        checked = await self.check(req)
+        now = self._clock()
+
+        def used_in(conn: sqlite3.Connection) -> Decimal:
+            check_not_halted(conn)
+            return daily_used(conn, self.broker_name, now - DAY_S)
+
+        daily = self.limits.max_daily_notional
+        used = await self.store.db.run_transaction(used_in) + pending
+        if daily is not None and used + checked.notional > daily:
+            self.raise_unless_recorded(checked, Admission(False, used))
+        return checked
+
     async def check(self, req: OrderRequest) -> Admitted:
         """Steps 1-6 (everything but the daily limit and the insert): no database write.
 
@@ -176,7 +198,7 @@ class OrderGuard:
         first, then :meth:`admit_checked_in` in its transaction."""
         allowed = self.limits.allowed_symbols
         if allowed and req.symbol not in allowed:
-            raise OrderRefused(
+            raise LimitExceeded(
                 f"order refused: {req.symbol} is not in the allowed symbols ({', '.join(sorted(allowed))}); "
                 "the operator sets trading_allowed_symbols"
             )
@@ -225,7 +247,7 @@ class OrderGuard:
             raise OrderRefused(f"order refused: {req.client_order_id} cannot be valued; give quantity and prices")
         cap = self.limits.max_order_notional
         if cap is not None and notional > cap:
-            raise OrderRefused(
+            raise LimitExceeded(
                 f"order refused: order value {plain(notional)} exceeds the per-order limit {plain(cap)} "
                 f"(valued at {self._valued_at(req, ref)}); lower the quantity, or the operator raises "
                 "trading_max_order_notional"
@@ -321,7 +343,7 @@ class OrderGuard:
         if not admission.recorded:
             daily = self.limits.max_daily_notional
             assert daily is not None
-            raise OrderRefused(
+            raise LimitExceeded(
                 f"order refused: order value {plain(checked.notional)} would take today's traded value to "
                 f"{plain(admission.used + checked.notional)}, over the daily limit {plain(daily)}; wait until "
                 "earlier orders are more than 24 hours old, or the operator raises trading_max_daily_notional"

@@ -19,6 +19,8 @@ import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from brokers.models import OrderRequest
+
 CLIENT_ID = re.compile(r"^[.A-Z:/a-z0-9_-]{1,36}$")
 STOP_TYPE_NAMES = ("stop_loss", "stop_loss_limit", "take_profit", "take_profit_limit")
 LIMIT_TYPE_NAMES = ("limit", "limit_maker", "stop_loss_limit", "take_profit_limit")
@@ -103,18 +105,17 @@ def parse_bracket(value: Any, side: str, entry_type: str, price: Decimal | None)
     return {"take_profit": tp, "stop_loss": sl, "stop_limit": limit}
 
 
-def parse_entry(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Decimal | None] | None]:
-    """place_order's arguments: the order's fields and its ``bracket`` (None without one)."""
+def parse_entry(args: dict[str, Any]) -> tuple[OrderRequest, dict[str, Decimal | None] | None]:
+    """place_order's arguments: the order (no owner yet) and its ``bracket`` (None without one)."""
     if not isinstance(args, dict):
         raise OrderInputError("arguments must be an object")
     rest = {k: v for k, v in args.items() if k != "bracket"}
-    fields = parse_order(rest)
+    order = OrderRequest(**parse_order(rest))
     if args.get("bracket") is None:
-        return fields, None
-    if fields["quantity"] is None:
+        return order, None
+    if order.quantity is None:
         raise OrderInputError("a bracket needs quantity (the exit sells what the entry bought); omit quote_quantity")
-    side = fields["side"].lower()
-    return fields, parse_bracket(args["bracket"], side, fields["type"].lower(), fields["price"])
+    return order, parse_bracket(args["bracket"], order.side.lower(), order.type.lower(), order.price)
 
 
 def parse_oco(args: dict[str, Any]) -> dict[str, Any]:

@@ -112,7 +112,10 @@ class OrderLists:
 
     # --- place_oco ---------------------------------------------------------------------------
     async def place_oco(self, args: dict[str, Any], owner: str | None) -> dict[str, Any]:
-        p = parse_oco(args)
+        return await self.place_parsed_oco(parse_oco(args), owner=owner)
+
+    async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]:
+        """An OCO parsed by :func:`brokers.order_args.parse_oco` (the tool edge parses once)."""
         self.require("OCO")
         ref = await self.svc.guard.reference_price(p["symbol"])
         last, tp, stop = ref.price, p["take_profit_price"], p["stop_price"]

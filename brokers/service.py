@@ -18,6 +18,7 @@ order, learns orders placed elsewhere and trades missed while disconnected.  Ord
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
@@ -123,15 +124,22 @@ class OrderService:
 
         ``owner`` is the calling principal; None records an order only an admin sees.
         """
-        fields, bracket = parse_entry(args)
-        if fields["client_order_id"].startswith(UNATTENDED_PREFIX):
+        order, bracket = parse_entry(args)
+        return await self.place_parsed(order, bracket, owner=owner)
+
+    async def place_parsed(
+        self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
+    ) -> dict[str, Any]:
+        """An order parsed by :func:`brokers.order_args.parse_entry` (the tool edge parses once), for ``owner``."""
+        if order.client_order_id.startswith(UNATTENDED_PREFIX):
             raise OrderInputError(
                 f"client_order_id may not start with {UNATTENDED_PREFIX!r} (reserved for alert actions and "
                 "schedules); choose another or omit it"
             )
+        entry = dataclasses.replace(order, owner=owner)
         if bracket is not None:
-            return await self.brackets.place(fields, bracket, owner)
-        return await self.submit(OrderRequest(**fields, owner=owner))
+            return await self.brackets.place(entry, bracket)
+        return await self.submit(entry)
 
     def reserve(self, client_order_id: str) -> None:
         """Mark an intent as being sent by this process (reconciliation leaves it alone)."""

@@ -188,10 +188,40 @@ class Settings(BaseSettings):
     schedule_misfire_grace_s: float = Field(default=300.0, ge=0, le=86400)
     """A scheduled order missed (daemon down, loop stalled) still runs, once, if at most this late."""
 
+    # agent tools (docs/design.md §9)
+    tool_groups: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["chart", "alerts", "trading", "portfolio", "journal"]
+    )
+    """Which tool groups tools/list offers and tools/call serves: chart, alerts, trading, portfolio, journal."""
+    risk_free_rate: float = Field(default=0.0, ge=-0.05, le=0.5)
+    """Annual risk-free rate trade_simulate's Sharpe ratio subtracts (0.04 = 4 % a year)."""
+    risk_lookback_days: int = Field(default=365, ge=30, le=3650)
+    """Days of daily closes trade_simulate's risk metrics are computed from."""
+    agent_cache_ttl_s: float = Field(default=5.0, ge=0, le=3600)
+    """Identical read calls of the agent tools within this many seconds are answered from cache (0: never;
+    a tool may keep its answers for less, e.g. quotes)."""
+
     @field_validator("symbols", mode="before")
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:
         return _split_list(v, upper=True)
+
+    @field_validator("tool_groups", mode="before")
+    @classmethod
+    def _split_groups(cls, v: Any) -> Any:
+        out = _split_list(v, upper=False)
+        return [g.lower() for g in out] if isinstance(out, list) else out
+
+    @field_validator("tool_groups")
+    @classmethod
+    def _check_groups(cls, v: list[str]) -> list[str]:
+        known = ("chart", "alerts", "trading", "portfolio", "journal")
+        for g in v:
+            if g not in known:
+                raise ValueError(f"tool_groups: unknown group {g!r}; use any of {', '.join(known)}")
+        if not v:
+            raise ValueError(f"tool_groups: name at least one of {', '.join(known)}")
+        return v
 
     @field_validator("oauth_redirect_hosts", "trusted_proxies", mode="before")
     @classmethod

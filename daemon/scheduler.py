@@ -5,7 +5,7 @@ expiry, push-queue TTL sweep, ccxt stream rotation — and every user schedule
 (:mod:`brokers.schedules`).  Jobs run with ``max_instances=1`` and ``coalesce=True``; a failing
 run is logged (``periodic_job_failed``) and the schedule continues.  The in-memory job store
 is rebuilt at every start: the daemon's periodic jobs are added by the runtimes that own
-them, user schedules from their table (ecosystem-notes §9: no SQLAlchemyJobStore).
+them, user schedules from their table (design.md §8: no SQLAlchemyJobStore).
 
 :meth:`DaemonScheduler.status` is the one list of every periodic job (GET /status): name,
 trigger, next run time (UTC ISO) and the last run's outcome.

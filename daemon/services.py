@@ -32,8 +32,10 @@ from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.identity import current_principal
+from mcp_bridge.journal_store import JournalStore
 from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
+from mcp_bridge.tools.context import AgentSettings
 
 
 @contextlib.asynccontextmanager
@@ -150,6 +152,20 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         engine = await stack.enter_async_context(running_engine(settings, session=session)) if trade else None
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
         services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
+        services.market = MarketData(
+            session,
+            binance_rest_url=settings.binance_rest_url,
+            yahoo_url=settings.yahoo_url,
+            timeout_s=settings.http_timeout_s,
+            cache_ttl_s=settings.market_cache_ttl_s,
+        )
+        services.journal = JournalStore(db)
+        services.agent = AgentSettings(
+            risk_free_rate=settings.risk_free_rate,
+            risk_lookback_days=settings.risk_lookback_days,
+            cache_ttl_s=settings.agent_cache_ttl_s,
+            tool_groups=tuple(settings.tool_groups),
+        )
         services.scheduler = scheduler
         if engine is not None:
             schedule_stream_rotation(engine, scheduler, settings)

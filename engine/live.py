@@ -20,7 +20,7 @@ import aiohttp
 import structlog
 
 from engine.bars import Bars
-from engine.charts.summary import indicator_summary
+from engine.charts.summary import indicators_payload
 from engine.events import EventBus, Subscription
 from engine.feed.backfill import KlineRest
 from engine.feed.binance_streams import StreamSettings
@@ -30,6 +30,7 @@ from engine.feed.stream_manager import StreamManager
 from engine.feed.sync import Key, WindowState, WindowSync, window_key
 from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
 from engine.indicators.registry import IndicatorRequest
+from engine.indicators.warmup import shown_part, warmup_of
 
 log = structlog.get_logger(__name__)
 
@@ -204,27 +205,34 @@ class LiveEngine:
         """The get_indicators payload from the engine, or None if the market is not followed or empty.
 
         Cached results are used where the engine keeps them; anything else is computed now
-        over the window (no REST call).
+        over the window (no REST call).  With ``bars`` each indicator is computed over its
+        warm-up (engine.indicators.warmup) plus those bars, as far as the window reaches, and
+        cut to the newest ``bars``; without, over the whole window.
         """
         st = self._state(symbol, interval)
         if st is None or len(st.window) == 0:
             return None
         data = st.window.bars(bars)
-        results = await self.indicators.results_for(st.key, requests, data)
-        return {
-            "symbol": symbol,
-            "interval": interval,
-            "bars": len(data),
-            "source": "engine_cache",
-            "last_bar_time": data.time_of(len(data) - 1),
-            "stale": st.stale,
-            "indicators": {
-                req.key: indicator_summary(
-                    result, data, max_signals=self.config.summary_signals, all_signals=all_signals
-                )
-                for req, result in results
-            },
-        }
+        inputs: dict[int | None, Bars] = {}
+        results = []
+        for req in requests:
+            n = None if bars is None else bars + warmup_of(req, interval)
+            inp = inputs.get(n)
+            if inp is None:
+                inp = inputs[n] = st.window.bars(n)
+            [(_, result)] = await self.indicators.results_for(st.key, [req], inp)
+            results.append((req, shown_part(result, len(inp), len(data))))
+        return indicators_payload(
+            data,
+            [(req.key, result) for req, result in results],
+            symbol=symbol,
+            interval=interval,
+            source="engine_cache",
+            max_signals=self.config.summary_signals,
+            all_signals=all_signals,
+            warmup_bars=max((len(b) - len(data) for b in inputs.values()), default=0),
+            extra={"last_bar_time": data.time_of(len(data) - 1), "stale": st.stale},
+        )
 
     def subscribe(
         self, kinds: Iterable[type] | None = None, *, symbols: Iterable[str] | None = None, maxsize: int | None = None

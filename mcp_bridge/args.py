@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp_bridge.errors import ToolError
 
-_SYMBOL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-^=_/]{0,31}$")
+_SYMBOL_RE = re.compile(r"^\^?[A-Za-z0-9][A-Za-z0-9.\-^=_/]{0,31}$")
 _INTERVAL_RE = re.compile(r"^[0-9]{1,4}[a-zA-Z]{1,3}$")
 
 

@@ -2,9 +2,10 @@
 
 Over HTTP the principal comes from the bearer token the request was authenticated with
 (the HTTP layer stores it in the ASGI scope under :data:`SCOPE_KEY`); a stdio session is
-one client with the fixed principal ``stdio``.  Tool handlers read it with
-:func:`current_principal`, and the caller's scopes (:mod:`mcp_bridge.scopes`) with
-:func:`current_scopes`; the server binds both around each call.
+one client with the fixed principal ``stdio``.  Tool handlers get the principal and the
+scopes in their :class:`~mcp_bridge.tools.unit.ToolContext`.  The router also binds the
+principal around each call for :func:`current_principal`, which only the render gate reads
+(engine.charts.gate: how many charts one client has rendering), deep below the tool layer.
 """
 
 from __future__ import annotations
@@ -69,22 +70,3 @@ def bind_principal(principal: str | None) -> contextvars.Token[str | None]:
 
 def reset_principal(token: contextvars.Token[str | None]) -> None:
     _principal.reset(token)
-
-
-_scopes: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("chartgen_scopes", default=frozenset())
-
-
-def current_scopes() -> frozenset[str]:
-    """The scopes of the tool call being served (the server binds them around each call).
-
-    Outside a bound call there are none: code that forgets to bind fails closed.
-    """
-    return _scopes.get()
-
-
-def bind_scopes(scopes: frozenset[str]) -> contextvars.Token[frozenset[str]]:
-    return _scopes.set(scopes)
-
-
-def reset_scopes(token: contextvars.Token[frozenset[str]]) -> None:
-    _scopes.reset(token)

@@ -1,4 +1,4 @@
-"""MCP prompts ``trading_analysis`` and ``portfolio_risk`` (seeds/binance-mcp-prompts-contract.md).
+"""MCP prompts ``trading_analysis`` and ``portfolio_risk``: their arguments, output and error codes.
 
 ``trading_analysis {symbol, strategy?, risk_tolerance?}`` renders the market's 24-hour
 picture (price, change, high, low, volume) with entry, stop and target levels derived from

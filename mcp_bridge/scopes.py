@@ -3,7 +3,7 @@
 Every bearer token (personal or OAuth) carries a set of scopes:
 
 - ``charts``: chart, indicator and market-data tools;
-- ``alerts``: alerts and notifications;
+- ``alerts``: alerts, notifications and the agents' event journal;
 - ``trade``: orders, balances and positions;
 - ``admin``: everything, plus acting on other principals' orders.
 
@@ -35,7 +35,7 @@ LEGACY_OAUTH_SCOPE = "mcp"
 
 DESCRIPTIONS: dict[str, str] = {
     CHARTS: "charts, indicators and market data",
-    ALERTS: "price and signal alerts, notifications",
+    ALERTS: "price and signal alerts, notifications, the event journal",
     TRADE: "place and cancel orders, see orders, balances and positions",
     ADMIN: "everything, including every other client's orders",
 }
@@ -61,6 +61,19 @@ TOOL_SCOPES: dict[str, str] = {
     "subscribe_notifications": ALERTS,
     "unsubscribe_notifications": ALERTS,
     "list_subscriptions": ALERTS,
+    # agent tools (docs/design.md §9)
+    "get_quotes": CHARTS,
+    "get_history": CHARTS,
+    "get_exchanges": CHARTS,
+    "get_symbols": CHARTS,
+    "fetch_chart_documentation": CHARTS,
+    "validate_chart_config": CHARTS,
+    "construct_chart_config": CHARTS,
+    "get_portfolio": TRADE,
+    "trade_simulate": TRADE,
+    "trade_execute": TRADE,
+    "log_event": ALERTS,
+    "get_events": ALERTS,
 }
 
 

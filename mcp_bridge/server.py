@@ -30,18 +30,17 @@ from mcp_bridge.errors import ToolError
 from mcp_bridge.identity import (
     Caller,
     bind_principal,
-    bind_scopes,
     principal_of,
     reset_principal,
-    reset_scopes,
     scopes_of,
 )
 from mcp_bridge.prompts import PROMPTS, get_prompt
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES, allows, refusal
 from mcp_bridge.session_push import SessionPush
 from mcp_bridge.tokens import STDIO_PRINCIPAL
-from mcp_bridge.tool_specs import TOOLS
-from mcp_bridge.tools import Services, build_handlers
+from mcp_bridge.tools import Services
+from mcp_bridge.tools.catalog import offered
+from mcp_bridge.tools.unit import ToolContext
 
 log = structlog.get_logger(__name__)
 
@@ -71,19 +70,23 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def tools_for(scopes: frozenset[str] | None) -> list[types.Tool]:
-    """tools/list for a caller: every tool without a bearer (None), else those its scopes allow."""
+def tools_for(scopes: frozenset[str] | None, tools: list[types.Tool]) -> list[types.Tool]:
+    """tools/list for a caller: every offered tool without a bearer (None), else those its scopes allow."""
     if scopes is None or ADMIN in scopes:
-        return list(TOOLS)
-    return [t for t in TOOLS if allows(scopes, t.name)]
+        return list(tools)
+    return [t for t in tools if allows(scopes, t.name)]
 
 
 class ToolRouter:
-    """Dispatches tools/call to the handler table and turns failures into isError results."""
+    """Dispatches tools/call to the tool units and turns failures into isError results.
+
+    Only the units of the configured ``tool_groups`` are listed and callable.
+    """
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.handlers = build_handlers()
+        self.units = {u.name: u for u in offered(services.agent.tool_groups)}
+        self.tools = [u.listing() for u in self.units.values()]
         self.session_push: SessionPush | None = None
         self.observers: list[Callable[[str, str, float], None]] = []
         """Called with (tool, outcome, seconds) after every known tool's call (metrics)."""
@@ -102,21 +105,24 @@ class ToolRouter:
         principal: str | None = STDIO_PRINCIPAL,
         scopes: frozenset[str] = ALL_SCOPES,
     ) -> types.CallToolResult:
-        handler = self.handlers.get(name)
-        if handler is None:
+        unit = self.units.get(name)
+        if unit is None:
             return _error(f"Unknown tool: {name}")
         request_id = uuid.uuid4().hex[:12]
         started = time.perf_counter()
         outcome = "ok"
         bound = bind_principal(principal)
-        bound_scopes = bind_scopes(scopes)
         with structlog.contextvars.bound_contextvars(request_id=request_id, tool=name):
             try:
                 if not allows(scopes, name):
                     outcome = "forbidden"
                     return _error(refusal(name, scopes))
-                content = await handler(self.services, dict(arguments or {}))
-                return types.CallToolResult(content=list(content))
+                result = await unit.run(ToolContext(self.services, principal, scopes), dict(arguments or {}))
+                if isinstance(result, types.CallToolResult):
+                    if result.is_error:
+                        outcome = "tool_error"
+                    return result
+                return types.CallToolResult(content=list(result))
             except ToolError as exc:
                 outcome = "tool_error"
                 result = _error(str(exc))
@@ -135,7 +141,6 @@ class ToolRouter:
                 log.exception("tool_failed")
                 return _error(f"Internal error in {name} (request {request_id}); see the daemon log.")
             finally:
-                reset_scopes(bound_scopes)
                 reset_principal(bound)
                 elapsed = time.perf_counter() - started
                 log.info("tool_call", principal=principal, outcome=outcome, duration_ms=round(elapsed * 1000, 2))
@@ -162,7 +167,7 @@ class ToolRouter:
         if not isinstance(params, dict) or set(params) - {"name", "arguments"}:
             return None
         name, args = params.get("name"), params.get("arguments", {})
-        if not isinstance(name, str) or name not in self.handlers or not isinstance(args, dict):
+        if not isinstance(name, str) or name not in self.units or not isinstance(args, dict):
             return None
         if caller is None:
             result = await self.call(name, args, None, UNAUTHENTICATED_SCOPES)
@@ -178,7 +183,7 @@ def build_server(services: Services) -> tuple[Server[Any], ToolRouter]:
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         router.attach_session(ctx)
-        return types.ListToolsResult(tools=tools_for(scopes_of(ctx)))
+        return types.ListToolsResult(tools=tools_for(scopes_of(ctx), router.tools))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         router.attach_session(ctx)

@@ -1,4 +1,8 @@
-"""The 15 tools as tools/list shows them: chartgen's names, order and argument names.
+"""The wire text of chartgen's 15 tools and of our first five: descriptions, input schemas, annotations.
+
+This is the contract copy (golden-tested in tests/mcp_bridge/test_tools_golden.py); each tool's
+:class:`~mcp_bridge.tools.unit.ToolUnit` in its group module takes its text from here with
+:func:`wire`.  chartgen's names, order and argument names.
 
 Descriptions are our own; schemas describe what the handlers accept (including chartgen's
 aliases).  Handlers validate again and answer bad input with an isError result that names
@@ -360,4 +364,11 @@ PLACE_OCO = types.Tool(
 """place_oco (protective order lists): listed after chartgen's tools."""
 TOOLS = (*TOOLS, PLACE_OCO)
 
-TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
+
+_BY_NAME: dict[str, types.Tool] = {t.name: t for t in TOOLS}
+
+
+def wire(name: str) -> dict[str, Any]:
+    """The hand-kept description, input schema and annotations of ``name`` (for its ToolUnit)."""
+    tool = _BY_NAME[name]
+    return {"description": tool.description or "", "wire_schema": tool.input_schema, "annotations": tool.annotations}

@@ -4,8 +4,10 @@ A job carries the bars, the indicator requests and their pre-fetched external da
 I/O is done by then); :func:`run_chart_job` computes the indicators and builds what was
 asked for — the PNG, the summary next to it (``both``), the full series payload, or a
 large summary or get_indicators payload — including the JSON text, so the daemon's event
-loop only copies the finished bytes.  A job of a client with a backlog runs at a lower CPU
-priority (:func:`run_in_worker`).
+loop only copies the finished bytes.  ``bars`` may hold warm-up history before the
+``shown`` bars: each indicator is computed over its own warm-up plus the shown bars, and
+only the shown bars are drawn and listed (engine.indicators.warmup).  A job of a client
+with a backlog runs at a lower CPU priority (:func:`run_in_worker`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from engine.charts.jsonout import pretty
 from engine.charts.series import series_payload
 from engine.charts.summary import fetched_indicators_payload, summary_payload
 from engine.indicators.registry import IndicatorRequest
-from engine.indicators.runner import compute_fetched
+from engine.indicators.runner import compute_shown, warm_inputs
 
 JobFormat = Literal["png", "both", "series", "summary", "indicators"]
 """What a job builds: a PNG (with a summary for ``both``), a series, a summary, or get_indicators' payload."""
@@ -46,6 +48,8 @@ class ChartJob:
     height: int = 1080
     max_signals: int = 20
     all_signals: bool = False
+    shown: int | None = None
+    """How many of the newest ``bars`` are shown (None: all of them, no warm-up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,34 +62,40 @@ class ChartJobOutput:
 
 def run_chart_job(job: ChartJob) -> ChartJobOutput:
     """Compute and build one chart (synchronous; runs in a render worker, or inline in the one-shot CLI)."""
-    results = compute_fetched(job.requests, job.bars, symbol=job.symbol, interval=job.interval, fetched=job.fetched)
+    shown = len(job.bars) if job.shown is None else min(job.shown, len(job.bars))
+    inputs = warm_inputs(job.requests, job.bars, shown, job.interval)
+    results = compute_shown(job.requests, inputs, shown, symbol=job.symbol, interval=job.interval, fetched=job.fetched)
     panels = [(req.key, result) for req, result in zip(job.requests, results, strict=True)]
+    bars = job.bars.tail(shown)
+    warmup = None if job.symbol is None else len(job.bars) - shown  # sample data: chartgen's shape
     png = None
     text = None
     if job.format in ("png", "both"):
         png = render.render_png(
-            job.bars, panels, symbol=job.symbol, interval=job.interval, width=job.width, height=job.height
+            bars, panels, symbol=job.symbol, interval=job.interval, width=job.width, height=job.height
         )
     if job.format in ("both", "summary"):
         payload = summary_payload(
-            job.bars,
+            bars,
             panels,
             symbol=job.symbol,
             interval=job.interval,
             max_signals=job.max_signals,
             all_signals=job.all_signals,
+            warmup_bars=warmup,
         )
         text = pretty(payload)
     elif job.format == "series":
-        text = pretty(series_payload(job.bars, panels, symbol=job.symbol, interval=job.interval))
+        text = pretty(series_payload(bars, panels, symbol=job.symbol, interval=job.interval, warmup_bars=warmup))
     elif job.format == "indicators":
         payload = fetched_indicators_payload(
-            job.bars,
+            bars,
             panels,
             symbol=job.symbol,
             interval=job.interval,
             max_signals=job.max_signals,
             all_signals=job.all_signals,
+            warmup_bars=warmup,
         )
         text = pretty(payload)
     return ChartJobOutput(png=png, text=text)

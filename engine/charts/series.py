@@ -2,7 +2,8 @@
 
 All value arrays have exactly one entry per bar (null where not finite).  Beyond chartgen,
 decorative dots are kept (``dots``: supertrend, SAR, Heikin-Ashi and KVF carry their main
-series there) instead of being dropped.
+series there) instead of being dropped.  Only the shown bars are listed; ``warmup_bars`` (real
+market data only) says how much history before them the indicators were computed over.
 """
 
 from __future__ import annotations
@@ -72,12 +73,17 @@ def indicator_series(result: PanelResult, bars: Bars) -> dict[str, Any]:
 
 
 def series_payload(
-    bars: Bars, results: list[tuple[str, PanelResult]], *, symbol: str | None, interval: str
+    bars: Bars,
+    results: list[tuple[str, PanelResult]],
+    *,
+    symbol: str | None,
+    interval: str,
+    warmup_bars: int | None = None,
 ) -> dict[str, Any]:
-    """The generate_chart series payload."""
-    return {
-        "symbol": symbol,
-        "interval": interval,
-        "bars": bars_block(bars),
-        "indicators": {key: indicator_series(r, bars) for key, r in results},
-    }
+    """The generate_chart series payload (``warmup_bars`` only when given: real market data)."""
+    out: dict[str, Any] = {"symbol": symbol, "interval": interval}
+    if warmup_bars is not None:
+        out["warmup_bars"] = warmup_bars
+    out["bars"] = bars_block(bars)
+    out["indicators"] = {key: indicator_series(r, bars) for key, r in results}
+    return out

@@ -3,6 +3,9 @@
 A summary is what an AI client reads instead of a picture: last values of every line and
 histogram, levels, ranges and the signals.  Unlike chartgen, signals are limited to the
 most recent ones by default (``max_signals``); ``all_signals=True`` restores the full list.
+The bars given are the shown ones; ``warmup_bars`` reports how much history before them the
+indicators were computed over (engine.indicators.warmup) — real market data only: sample
+data has no history, and its summary keeps chartgen's exact shape.
 """
 
 from __future__ import annotations
@@ -111,14 +114,37 @@ def summary_payload(
     interval: str,
     max_signals: int | None = 20,
     all_signals: bool = False,
+    warmup_bars: int | None = None,
 ) -> dict[str, Any]:
-    """The generate_chart summary: symbol, interval, price block and indicators by requested name."""
-    return {
-        "symbol": symbol,
-        "interval": interval,
-        "price": price_block(bars),
-        "indicators": _summaries(bars, results, max_signals, all_signals),
-    }
+    """The generate_chart summary: symbol, interval, price block, warm-up used (if given) and indicators."""
+    out: dict[str, Any] = {"symbol": symbol, "interval": interval, "price": price_block(bars)}
+    if warmup_bars is not None:
+        out["warmup_bars"] = warmup_bars
+    out["indicators"] = _summaries(bars, results, max_signals, all_signals)
+    return out
+
+
+def indicators_payload(
+    bars: Bars,
+    results: list[tuple[str, PanelResult]],
+    *,
+    symbol: str | None,
+    interval: str,
+    source: str = "fetched",
+    max_signals: int | None = 20,
+    all_signals: bool = False,
+    warmup_bars: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The get_indicators payload — the one builder, for fetched bars (``source="fetched"``) and
+    for the live engine's window (``"engine_cache"``, with ``last_bar_time`` and ``stale`` in ``extra``)."""
+    out: dict[str, Any] = {"symbol": symbol, "interval": interval, "bars": len(bars)}
+    if warmup_bars is not None:
+        out["warmup_bars"] = warmup_bars
+    out["source"] = source
+    out.update(extra or {})
+    out["indicators"] = _summaries(bars, results, max_signals, all_signals)
+    return out
 
 
 def fetched_indicators_payload(
@@ -129,12 +155,15 @@ def fetched_indicators_payload(
     interval: str,
     max_signals: int | None = 20,
     all_signals: bool = False,
+    warmup_bars: int | None = None,
 ) -> dict[str, Any]:
-    """The get_indicators payload computed from fetched bars (not the engine's cache)."""
-    return {
-        "symbol": symbol,
-        "interval": interval,
-        "bars": len(bars),
-        "source": "fetched",
-        "indicators": _summaries(bars, results, max_signals, all_signals),
-    }
+    """The get_indicators payload computed from fetched bars (not the engine's window)."""
+    return indicators_payload(
+        bars,
+        results,
+        symbol=symbol,
+        interval=interval,
+        max_signals=max_signals,
+        all_signals=all_signals,
+        warmup_bars=warmup_bars,
+    )

@@ -42,6 +42,8 @@ class ComputeContext:
 
 ComputeFn = Callable[[Bars, Params, ComputeContext], PanelResult]
 FetchFn = Callable[["ExternalSources", Bars, Params, ComputeContext], Awaitable[Any]]
+WarmupFn = Callable[[Params, str], int]
+"""Bars of history an indicator needs before the first shown bar, from its params and the interval."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,9 @@ class IndicatorDef:
     """One catalogue entry: identity, documentation, parameters, signals and the math.
 
     ``signals`` lists every label this indicator can emit (see engine.signals).
-    ``fetch`` is set only for external indicators.
+    ``fetch`` is set only for external indicators.  ``warmup`` says how many bars of history
+    before the first shown bar make every value on the shown bars defined and settled
+    (engine.indicators.warmup); None means none (the indicator describes the shown bars).
     """
 
     name: str
@@ -60,10 +64,15 @@ class IndicatorDef:
     aliases: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()
     fetch: FetchFn | None = field(default=None)
+    warmup: WarmupFn | None = field(default=None)
 
     @property
     def is_overlay(self) -> bool:
         return self.kind == "overlay"
+
+    def warmup_bars(self, params: Params, interval: str) -> int:
+        """Bars of history needed before the first shown bar (0 when the indicator declares none)."""
+        return 0 if self.warmup is None else max(0, int(self.warmup(params, interval)))
 
     def configure(self, raw: Params | None) -> dict[str, Any]:
         """Validated parameters (defaults merged in); raises IndicatorParamError."""

@@ -4,6 +4,9 @@ External data is fetched first, concurrently and with a deadline, holding no loc
 failed fetch becomes :class:`ExternalUnavailable` and the indicator degrades to a labelled
 "(no data: reason)" result.  Then every indicator computes once; the same results feed the
 summary, the series and the renderer, so nothing is computed (or fetched) twice.
+
+Charts compute each indicator over its own warm-up plus the shown bars and cut the result
+to the shown bars (:func:`warm_inputs`, :func:`compute_shown`; rules in engine.indicators.warmup).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from engine.bars import Bars
 from engine.indicators.base import ComputeContext, ExternalUnavailable
 from engine.indicators.model import PanelResult
 from engine.indicators.registry import IndicatorRequest
+from engine.indicators.warmup import shown_part, warmup_of
 
 log = structlog.get_logger(__name__)
 
@@ -44,14 +48,50 @@ async def fetch_external(
     sources: Any = None,
 ) -> list[Any]:
     """The external data of each request, fetched concurrently (None for those that fetch nothing)."""
+    return await fetch_external_each(
+        requests, [bars] * len(requests), symbol=symbol, interval=interval, sources=sources
+    )
+
+
+async def fetch_external_each(
+    requests: Sequence[IndicatorRequest],
+    inputs: Sequence[Bars],
+    *,
+    symbol: str | None,
+    interval: str,
+    sources: Any = None,
+) -> list[Any]:
+    """:func:`fetch_external` with each request's own bars (``inputs[i]`` for ``requests[i]``)."""
     base = ComputeContext(symbol=symbol, interval=interval)
     externals = [i for i, r in enumerate(requests) if r.definition.fetch is not None]
     fetched: list[Any] = [None] * len(requests)
     if externals:
-        results = await asyncio.gather(*(_fetch_one(requests[i], bars, base, sources) for i in externals))
+        results = await asyncio.gather(*(_fetch_one(requests[i], inputs[i], base, sources) for i in externals))
         for i, data in zip(externals, results, strict=True):
             fetched[i] = data
     return fetched
+
+
+def warm_inputs(requests: Sequence[IndicatorRequest], bars: Bars, shown: int, interval: str) -> list[Bars]:
+    """Each request's input: the newest ``shown`` bars plus as much of its own warm-up as ``bars`` holds."""
+    return [bars.tail(shown + warmup_of(r, interval)) for r in requests]
+
+
+def compute_shown(
+    requests: Sequence[IndicatorRequest],
+    inputs: Sequence[Bars],
+    shown: int,
+    *,
+    symbol: str | None,
+    interval: str,
+    fetched: Sequence[Any],
+) -> list[PanelResult]:
+    """Compute every request over its input (:func:`warm_inputs`) and cut it to the newest ``shown`` bars."""
+    out = []
+    for r, data, ext in zip(requests, inputs, fetched, strict=True):
+        result = r.definition.compute(data, r.params, ComputeContext(symbol=symbol, interval=interval, external=ext))
+        out.append(shown_part(result, len(data), min(shown, len(data))))
+    return out
 
 
 def compute_fetched(

@@ -78,20 +78,24 @@ class YahooChart:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
 
+    async def get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
+        """GET ``{base_url}{path}`` (any Yahoo endpoint: chart, search): status and body.
+
+        A timeout or an unreachable host raises MarketDataError naming it (no status)."""
+        try:
+            async with self._session.get(
+                f"{self.base_url}{path}", params=params, headers={"User-Agent": _USER_AGENT}, timeout=self._timeout
+            ) as resp:
+                return resp.status, await resp.read()
+        except TimeoutError as exc:
+            raise MarketDataError(f"Yahoo did not answer within {self._timeout_s:g} s ({path})") from exc
+        except aiohttp.ClientError as exc:
+            raise MarketDataError(f"cannot reach Yahoo Finance at {self.base_url}: {exc}") from exc
+
     async def fetch(self, symbol: str, interval: str, bars: int) -> Bars:
         """Up to the newest ``bars`` bars (Yahoo's range bounds how many exist)."""
         yi, yr = _range_for(interval, bars)
-        url = f"{self.base_url}/v8/finance/chart/{symbol}"
-        try:
-            async with self._session.get(
-                url, params={"interval": yi, "range": yr}, headers={"User-Agent": _USER_AGENT}, timeout=self._timeout
-            ) as resp:
-                status = resp.status
-                body = await resp.read()
-        except TimeoutError as exc:
-            raise MarketDataError(f"Yahoo did not answer within {self._timeout_s:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise MarketDataError(f"cannot reach Yahoo Finance at {self.base_url}: {exc}") from exc
+        status, body = await self.get(f"/v8/finance/chart/{symbol}", {"interval": yi, "range": yr})
         data = self._decode(status, body)
         times, rows = self._rows(data)
         if interval == "4h":

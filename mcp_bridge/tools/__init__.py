@@ -1,6 +1,5 @@
-"""Tool handlers: thin adapters from MCP arguments to engine, alerts and broker services."""
+"""The MCP tools: one typed unit per tool (see unit.py), collected in tools/list order by catalog.py."""
 
-from mcp_bridge.tools.context import Handler, Services, ToolResult
-from mcp_bridge.tools.dispatch import build_handlers
+from mcp_bridge.tools.context import Services, ToolResult
 
-__all__ = ["Handler", "Services", "ToolResult", "build_handlers"]
+__all__ = ["Services", "ToolResult"]

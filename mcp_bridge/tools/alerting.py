@@ -1,93 +1,147 @@
 """set_alert, list_alerts, cancel_alert and the notification tools (contract §2.9-2.15).
 
-Each handler acts for the calling principal (see :mod:`mcp_bridge.identity`) through the
-alert service; input problems become isError results that name the field and the fix.
+Each tool is one :class:`~mcp_bridge.tools.unit.ToolUnit` acting for the calling principal
+through the alert service.  Arguments are read once, at the edge, by the argument models
+(:mod:`alerts.requests` holds the checks and their wording); input problems become isError
+results that name the field and the fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from alerts.requests import AlertInputError
+from pydantic import InstanceOf
+
+from alerts.models import ALERT_KINDS
+from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
 from alerts.service import AlertService
 from mcp_bridge.errors import ToolError
-from mcp_bridge.identity import current_principal, current_scopes
+from mcp_bridge.scopes import TRADE
+from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
-from mcp_bridge.tools.context import Handler, Services, ToolResult
-from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
-
-TRADE_SCOPE = "trade"
-Operation = Callable[[AlertService, str, dict[str, Any]], Awaitable[Any]]
+from mcp_bridge.tools.context import ToolResult
+from mcp_bridge.tools.unit import NoArgs, OneIdArgs, ToolContext, ToolUnit, WireArgs
 
 
-def _handler(op: Operation) -> Handler:
-    async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
-        if services.alerts is None:
-            raise ToolError(ENGINE_NOT_RUNNING)
-        principal = current_principal()
-        if principal is None:
-            raise ToolError("this tool needs an authenticated client: send Authorization: Bearer <token>")
-        try:
-            return [text(await op(services.alerts, principal, args))]
-        except AlertInputError as exc:
-            raise ToolError(str(exc)) from None
-
-    return handler
+@contextmanager
+def alert_errors() -> Iterator[None]:
+    try:
+        yield
+    except AlertInputError as exc:
+        raise ToolError(str(exc)) from None
 
 
-def _no_args(name: str, args: dict[str, Any]) -> None:
-    if args:
-        raise AlertInputError(f"{name} takes no arguments; got {sorted(map(str, args))[:5]}")
+def _svc(ctx: ToolContext) -> AlertService:
+    assert ctx.services.alerts is not None  # the unit's `needs` answered "not running" before
+    return ctx.services.alerts
 
 
-async def _set(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    if args.get("action") is not None and TRADE_SCOPE not in current_scopes():
+class SetAlertArgs(WireArgs):
+    WIRE = "symbol condition interval trigger params expires_at note action".split()
+    spec: InstanceOf[AlertSpec]
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        services = context["services"]
+        now = services.alerts.now() if services is not None and services.alerts is not None else time.time()
+        with alert_errors():
+            return {"spec": parse_set_alert(raw, now)}
+
+
+class ListAlertsArgs(NoArgs):
+    TOOL = "list_alerts"
+
+
+class GetNotificationsArgs(NoArgs):
+    TOOL = "get_notifications"
+
+
+class UnsubscribeArgs(NoArgs):
+    TOOL = "unsubscribe_notifications"
+
+
+class ListSubscriptionsArgs(NoArgs):
+    TOOL = "list_subscriptions"
+
+
+class CancelAlertArgs(OneIdArgs):
+    TOOL, ID = "cancel_alert", "alert_id"
+    WIRE = ("alert_id",)
+
+
+class SubscribeArgs(WireArgs):
+    WIRE = ("symbols", "alert_types")
+    symbols: tuple[str, ...] | None
+    alert_types: tuple[str, ...] | None
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(raw) - {"symbols", "alert_types"}
+        with alert_errors():
+            if unknown:
+                raise AlertInputError(
+                    f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols and alert_types"
+                )
+            return {
+                "symbols": parse_filter("symbols", raw.get("symbols")),
+                "alert_types": parse_filter("alert_types", raw.get("alert_types"), allowed=ALERT_KINDS),
+            }
+
+
+async def _answer(op: Awaitable[Any]) -> ToolResult:
+    with alert_errors():
+        return [text(await op)]
+
+
+async def set_alert(ctx: ToolContext, args: SetAlertArgs) -> ToolResult:
+    if args.spec.order is not None and TRADE not in ctx.scopes:
         raise ToolError(
-            f"an alert with an action places orders: that needs the '{TRADE_SCOPE}' scope, which this token "
+            f"an alert with an action places orders: that needs the '{TRADE}' scope, which this token "
             "lacks; create a token with it (chartgen token create NAME --scope charts,alerts,trade) or set the "
             "alert without action"
         )
-    return await svc.set_alert(principal, args)
+    return await _answer(_svc(ctx).set_alert_spec(ctx.require_principal(), args.spec))
 
 
-async def _list(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    _no_args("list_alerts", args)
-    return await svc.list_alerts(principal)
+async def list_alerts(ctx: ToolContext, args: ListAlertsArgs) -> ToolResult:
+    return await _answer(_svc(ctx).list_alerts(ctx.require_principal()))
 
 
-async def _cancel(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    extra = set(args) - {"alert_id"}
-    if extra:
-        raise AlertInputError(f"cancel_alert takes only alert_id; got {sorted(map(str, extra))[:5]}")
-    return await svc.cancel_alert(principal, args.get("alert_id"))
+async def cancel_alert(ctx: ToolContext, args: CancelAlertArgs) -> ToolResult:
+    return await _answer(_svc(ctx).cancel_alert(ctx.require_principal(), args.id))
 
 
-async def _notifications(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    _no_args("get_notifications", args)
-    return await svc.get_notifications(principal)
+async def get_notifications(ctx: ToolContext, args: GetNotificationsArgs) -> ToolResult:
+    return await _answer(_svc(ctx).get_notifications(ctx.require_principal()))
 
 
-async def _subscribe(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    return await svc.subscribe(principal, args)
+async def subscribe(ctx: ToolContext, args: SubscribeArgs) -> ToolResult:
+    return await _answer(_svc(ctx).subscribe_to(ctx.require_principal(), args.symbols, args.alert_types))
 
 
-async def _unsubscribe(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    _no_args("unsubscribe_notifications", args)
-    return await svc.unsubscribe(principal)
+async def unsubscribe(ctx: ToolContext, args: UnsubscribeArgs) -> ToolResult:
+    return await _answer(_svc(ctx).unsubscribe(ctx.require_principal()))
 
 
-async def _subscriptions(svc: AlertService, principal: str, args: dict[str, Any]) -> Any:
-    _no_args("list_subscriptions", args)
-    return await svc.list_subscriptions(principal)
+async def list_subscriptions(ctx: ToolContext, args: ListSubscriptionsArgs) -> ToolResult:
+    return await _answer(_svc(ctx).list_subscriptions(ctx.require_principal()))
 
 
-ALERT_HANDLERS: dict[str, Handler] = {
-    "set_alert": _handler(_set),
-    "list_alerts": _handler(_list),
-    "cancel_alert": _handler(_cancel),
-    "get_notifications": _handler(_notifications),
-    "subscribe_notifications": _handler(_subscribe),
-    "unsubscribe_notifications": _handler(_unsubscribe),
-    "list_subscriptions": _handler(_subscriptions),
-}
+def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+    return ToolUnit(
+        name=name, args=args, handler=handler, group="alerts", needs="alerts", needs_principal=True, **wire(name)
+    )
+
+
+CHARTGEN_UNITS = (
+    _unit("set_alert", SetAlertArgs, set_alert),
+    _unit("list_alerts", ListAlertsArgs, list_alerts),
+    _unit("cancel_alert", CancelAlertArgs, cancel_alert),
+    _unit("get_notifications", GetNotificationsArgs, get_notifications),
+    _unit("subscribe_notifications", SubscribeArgs, subscribe),
+    _unit("unsubscribe_notifications", UnsubscribeArgs, unsubscribe),
+    _unit("list_subscriptions", ListSubscriptionsArgs, list_subscriptions),
+)

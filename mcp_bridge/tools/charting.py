@@ -12,6 +12,7 @@ from typing import Any
 
 import mcp_types as types
 import structlog
+from pydantic import InstanceOf
 
 from engine.charts.gate import RenderBusy
 from engine.charts.jsonout import pretty
@@ -21,7 +22,9 @@ from engine.indicators.registry import IndicatorRequest, list_indicators_payload
 from engine.market_data.errors import MarketDataError
 from mcp_bridge.args import bool_arg, choice_arg, int_arg, interval_arg, pick, symbol_arg
 from mcp_bridge.errors import ToolError
+from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.context import Services, ToolResult
+from mcp_bridge.tools.unit import ToolContext, ToolUnit, WireArgs
 
 FORMATS = ("png", "summary", "both", "series")
 SOURCES = ("auto", "binance", "yahoo")
@@ -52,24 +55,80 @@ def _indicator_list(value: Any, field: str, default: list[str] | None) -> list[I
         raise ToolError(str(exc)) from exc
 
 
-async def generate_chart(services: Services, args: dict[str, Any]) -> ToolResult:
-    fmt_raw = args.get("format")
-    fmt = "png" if fmt_raw is None else (fmt_raw.strip().lower() if isinstance(fmt_raw, str) else "")
-    if fmt not in FORMATS:
-        raise ToolError("Unknown format: expected 'png', 'summary', 'both', or 'series'.")
-    indicators_arg = "indicators" if args.get("indicators") is not None else "panels"
-    requests = _indicator_list(pick(args, "indicators", "panels"), indicators_arg, DEFAULT_CHART_INDICATORS)
-    req = ChartRequest(
-        symbol=symbol_arg(pick(args, "ticker", "symbol"), "ticker"),
-        interval=interval_arg(pick(args, "timeframe", "interval"), "timeframe"),
-        indicators=requests,
-        bars=int_arg(args.get("bars"), "bars", default=200, minimum=1, maximum=services.max_bars),
-        width=int_arg(args.get("width"), "width", default=1920, minimum=200, maximum=4096),
-        height=int_arg(args.get("height"), "height", default=1080, minimum=150, maximum=4096),
-        format=fmt,  # type: ignore[arg-type]
-        source=choice_arg(args.get("source"), "source", SOURCES, default="auto"),
-        all_signals=bool_arg(args.get("all_signals"), "all_signals", default=False),
-    )
+def chart_request(args: dict[str, Any], max_bars: int) -> ChartRequest:
+    """generate_chart's arguments as a chart request (chartgen's aliases and defaults; ToolError names the field)."""
+    return GenerateChartArgs.model_validate(args, context={"services": None, "max_bars": max_bars}).request
+
+
+def _max_bars(services: Services | None) -> int:
+    return services.max_bars if services is not None else 5000
+
+
+class GenerateChartArgs(WireArgs):
+    """generate_chart's arguments, read into the chart request it describes."""
+
+    WIRE = ("ticker symbol timeframe interval indicators panels bars width height format source all_signals").split()
+    request: InstanceOf[ChartRequest]
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        fmt_raw = raw.get("format")
+        fmt = "png" if fmt_raw is None else (fmt_raw.strip().lower() if isinstance(fmt_raw, str) else "")
+        if fmt not in FORMATS:
+            raise ToolError("Unknown format: expected 'png', 'summary', 'both', or 'series'.")
+        indicators_arg = "indicators" if raw.get("indicators") is not None else "panels"
+        requests = _indicator_list(pick(raw, "indicators", "panels"), indicators_arg, DEFAULT_CHART_INDICATORS)
+        request = ChartRequest(
+            symbol=symbol_arg(pick(raw, "ticker", "symbol"), "ticker"),
+            interval=interval_arg(pick(raw, "timeframe", "interval"), "timeframe"),
+            indicators=requests,
+            bars=int_arg(raw.get("bars"), "bars", default=200, minimum=1, maximum=context["max_bars"]),
+            width=int_arg(raw.get("width"), "width", default=1920, minimum=200, maximum=4096),
+            height=int_arg(raw.get("height"), "height", default=1080, minimum=150, maximum=4096),
+            format=fmt,  # type: ignore[arg-type]
+            source=choice_arg(raw.get("source"), "source", SOURCES, default="auto"),
+            all_signals=bool_arg(raw.get("all_signals"), "all_signals", default=False),
+        )
+        return {"request": request}
+
+
+class ListIndicatorsArgs(WireArgs):
+    """list_indicators takes nothing (and, like chartgen, ignores what it is given)."""
+
+
+class GetIndicatorsArgs(WireArgs):
+    """get_indicators' arguments; ``bars`` None means the engine's whole warm window."""
+
+    WIRE = "symbol ticker interval timeframe indicators bars source all_signals".split()
+    symbol: str
+    interval: str
+    indicators: list[InstanceOf[IndicatorRequest]]
+    bars: int
+    explicit_bars: bool
+    source: str
+    all_signals: bool
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        symbol = symbol_arg(pick(raw, "symbol", "ticker"), "symbol", required=True)
+        interval = interval_arg(pick(raw, "interval", "timeframe"), "interval")
+        indicators = pick(raw, "indicators")
+        if indicators is None or (isinstance(indicators, list) and not indicators):
+            raise ToolError("indicators array is required and must not be empty")
+        return {
+            "symbol": symbol,
+            "interval": interval,
+            "indicators": _indicator_list(indicators, "indicators", None),
+            "bars": int_arg(raw.get("bars"), "bars", default=200, minimum=1, maximum=context["max_bars"]),
+            "explicit_bars": raw.get("bars") is not None,
+            "source": choice_arg(raw.get("source"), "source", SOURCES, default="auto"),
+            "all_signals": bool_arg(raw.get("all_signals"), "all_signals", default=False),
+        }
+
+
+async def generate_chart(ctx: ToolContext, args: GenerateChartArgs) -> ToolResult:
+    services = ctx.services
+    req = args.request
     try:
         out = await services.charts.chart(req)
     except MarketDataError as exc:
@@ -86,32 +145,28 @@ async def generate_chart(services: Services, args: dict[str, Any]) -> ToolResult
     return content
 
 
-async def list_indicators(services: Services, args: dict[str, Any]) -> ToolResult:
+async def list_indicators(ctx: ToolContext, args: ListIndicatorsArgs) -> ToolResult:
     return [text(list_indicators_payload())]
 
 
-async def get_indicators(services: Services, args: dict[str, Any]) -> ToolResult:
-    symbol = symbol_arg(pick(args, "symbol", "ticker"), "symbol", required=True)
-    assert symbol is not None
-    interval = interval_arg(pick(args, "interval", "timeframe"), "interval")
-    raw = pick(args, "indicators")
-    if raw is None or (isinstance(raw, list) and not raw):
-        raise ToolError("indicators array is required and must not be empty")
-    requests = _indicator_list(raw, "indicators", None)
-    bars = int_arg(args.get("bars"), "bars", default=200, minimum=1, maximum=services.max_bars)
-    source = choice_arg(args.get("source"), "source", SOURCES, default="auto")
-    all_signals = bool_arg(args.get("all_signals"), "all_signals", default=False)
+async def get_indicators(ctx: ToolContext, args: GetIndicatorsArgs) -> ToolResult:
+    services = ctx.services
     if services.engine is not None:
         # without an explicit `bars` the engine answers over its whole (warm) window
-        window = None if args.get("bars") is None else bars
+        window = args.bars if args.explicit_bars else None
         cached = await services.engine.indicator_payload(
-            symbol, interval, requests, bars=window, all_signals=all_signals
+            args.symbol, args.interval, args.indicators, bars=window, all_signals=args.all_signals
         )
         if cached is not None:
             return [text(cached)]
     try:
         payload = await services.charts.indicators_text(
-            symbol, interval, requests, bars=bars, source=source, all_signals=all_signals
+            args.symbol,
+            args.interval,
+            args.indicators,
+            bars=args.bars,
+            source=args.source,
+            all_signals=args.all_signals,
         )
     except MarketDataError as exc:
         raise ToolError(f"Failed to fetch data: {exc}") from exc
@@ -126,3 +181,20 @@ def _refused(tool: str, exc: RenderBusy) -> ToolError:
     """A call refused because its client has too many charts waiting (with when to retry)."""
     log.warning("render_refused", running=exc.running, queued=exc.queued, retry_after_s=exc.retry_after_s)
     return ToolError(f"{tool} refused: {exc}", code=RATE_LIMITED, data={"retry_after_secs": exc.retry_after_s})
+
+
+UNITS = (
+    ToolUnit(
+        name="generate_chart", args=GenerateChartArgs, handler=generate_chart, group="chart", **wire("generate_chart")
+    ),
+    ToolUnit(
+        name="list_indicators",
+        args=ListIndicatorsArgs,
+        handler=list_indicators,
+        group="chart",
+        **wire("list_indicators"),
+    ),
+    ToolUnit(
+        name="get_indicators", args=GetIndicatorsArgs, handler=get_indicators, group="chart", **wire("get_indicators")
+    ),
+)

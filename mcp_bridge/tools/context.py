@@ -1,10 +1,9 @@
-"""What every tool handler receives (the services) and returns (content blocks)."""
+"""The services tool handlers use (through their ToolContext) and what chartgen-style tools return."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -14,10 +13,19 @@ from brokers.halt_switch import HaltSwitch
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
 from engine.charts.service import ChartService
+from engine.live import LiveEngine
+from engine.market_data.source import MarketData
+from mcp_bridge.journal_store import JournalStore
+from mcp_bridge.prompts import PromptData
 from mcp_bridge.tokens import TokenStore
 
 ToolResult = list[types.TextContent | types.ImageContent]
-Handler = Callable[["Services", dict[str, Any]], Awaitable[ToolResult]]
+
+
+class JobStatus(Protocol):
+    """The daemon's job scheduler as /status sees it (``daemon.scheduler.DaemonScheduler``)."""
+
+    def status(self) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -26,7 +34,7 @@ class Services:
 
     charts: ChartService
     max_bars: int = 5000
-    engine: Any = None
+    engine: LiveEngine | None = None
     """The live market engine (``--trade``), or None."""
     alerts: AlertService | None = None
     """Alerts and notifications (``--trade``), or None."""
@@ -34,13 +42,33 @@ class Services:
     """Open notification streams (``--trade``), or None."""
     orders: OrderService | None = None
     """Orders, positions and balances (``--trade``), or None."""
-    prompts: Any = None
+    prompts: PromptData | None = None
     """Market and account data for the MCP prompts (``--trade``), or None (no prompts listed)."""
     tokens: TokenStore | None = None
     """Bearer tokens (HTTP authentication), or None when nothing authenticates."""
     schedules: ScheduleService | None = None
     """Scheduled orders (``--trade``; :mod:`brokers.schedules`), or None."""
-    scheduler: Any = None
+    scheduler: JobStatus | None = None
     """The daemon's job scheduler (``daemon.scheduler.DaemonScheduler``): every periodic job, for /status."""
     halt: HaltSwitch | None = None
     """The operator's halt switch (``--trade``; :mod:`brokers.halt_switch`), or None."""
+    market: MarketData | None = None
+    """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
+    journal: JournalStore | None = None
+    """The agents' event journal (:mod:`mcp_bridge.journal_store`), or None without a database."""
+    agent: AgentSettings = field(default_factory=lambda: AgentSettings())
+    """Settings of the agent tools (risk metrics, cache)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """What the agent tools read from the daemon's settings."""
+
+    risk_free_rate: float = 0.0
+    """Annual risk-free rate subtracted in trade_simulate's Sharpe ratio."""
+    risk_lookback_days: int = 365
+    """Days of daily closes behind trade_simulate's risk metrics."""
+    cache_ttl_s: float = 5.0
+    """Identical agent read calls within this time are answered from cache."""
+    tool_groups: tuple[str, ...] = ("chart", "alerts", "trading", "portfolio", "journal")
+    """The tool groups offered."""

@@ -1,97 +1,166 @@
-"""place_order, cancel_order, get_orders, get_positions, get_balance (contract §2.4-2.8), for real.
+"""place_order, place_oco, cancel_order, get_orders, get_positions, get_balance (contract §2.4-2.8).
 
-Thin adapters over the order service; failures become isError results with chartgen's
-text style and, where one applies, the structured error code of the prompts contract
-(-32001 rate limited with retry_after_secs, -32002 invalid credentials, -32003 invalid
-symbol, -32004 insufficient balance).
+Each tool is one :class:`~mcp_bridge.tools.unit.ToolUnit`: its argument model reads the wire
+arguments once, at the edge (:mod:`brokers.order_args` holds chartgen's checks and wording),
+and the handler hands the parsed request to the order service.  Failures become isError
+results with chartgen's text style and, where one applies, the structured error code of the
+prompts contract (-32001 rate limited with retry_after_secs, -32002 invalid credentials,
+-32003 invalid symbol, -32004 insufficient balance).
 
-Orders belong to the calling principal (:mod:`mcp_bridge.identity`): ``place_order``
-records it as the owner, ``get_orders`` and ``cancel_order`` act on its own orders unless
-its token carries ``admin``.  Positions and balances are the exchange account's.  A call
-without a principal (an unauthenticated HTTP caller) is refused.
+Orders belong to the calling principal (the :class:`ToolContext`'s): ``place_order`` records
+it as the owner, ``get_orders`` and ``cancel_order`` act on its own orders unless its token
+carries ``admin``.  Positions and balances are the exchange account's.  A call without a
+principal (an unauthenticated HTTP caller) is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any, ClassVar
 
-from brokers.models import Actor, BrokerError
+from pydantic import InstanceOf
+
+from brokers.models import BrokerError, OrderRequest
+from brokers.order_args import parse_entry, parse_oco
 from brokers.service import OrderInputError, OrderService
 from mcp_bridge.errors import ToolError
-from mcp_bridge.identity import current_principal, current_scopes
+from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
-from mcp_bridge.tools.context import Handler, Services, ToolResult
-from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
-
-Operation = Callable[[OrderService, Actor, dict[str, Any]], Awaitable[Any]]
-ADMIN_SCOPE = "admin"
+from mcp_bridge.tools.context import ToolResult
+from mcp_bridge.tools.unit import ToolContext, ToolUnit, WireArgs
 
 
-def _actor() -> Actor:
-    """The calling principal, and whether its scopes let it act on every principal's orders."""
-    principal = current_principal()
-    if principal is None:
-        raise ToolError("this tool needs an authenticated client: send Authorization: Bearer <token>")
-    return Actor(principal, admin=ADMIN_SCOPE in current_scopes())
+@contextmanager
+def order_errors(what: str) -> Iterator[None]:
+    """Order-layer failures as isError results; ``what`` names the operation ("order failed: …")."""
+    try:
+        yield
+    except OrderInputError as exc:
+        raise ToolError(str(exc), code=exc.code) from None
+    except BrokerError as exc:
+        raise ToolError(f"{what} failed: {exc}", code=exc.code, data=exc.data) from None
 
 
-def _handler(op: Operation, what: str) -> Handler:
-    """``what`` names the operation in an exchange failure ("order failed: …", "balance failed: …")."""
-
-    async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
-        if services.orders is None:
-            raise ToolError(ENGINE_NOT_RUNNING)
-        actor = _actor()
-        try:
-            return [text(await op(services.orders, actor, args))]
-        except OrderInputError as exc:
-            raise ToolError(str(exc), code=exc.code) from None
-        except BrokerError as exc:
-            raise ToolError(f"{what} failed: {exc}", code=exc.code, data=exc.data) from None
-
-    return handler
-
-
-def _only(name: str, args: dict[str, Any], allowed: set[str]) -> None:
-    extra = set(args) - allowed
+def only(tool: str, raw: dict[str, Any], allowed: set[str]) -> None:
+    """Refuse arguments ``tool`` does not take, naming them (chartgen's tools ignore them; ours do not)."""
+    extra = set(raw) - allowed
     if extra:
-        raise OrderInputError(f"{name} does not take {sorted(map(str, extra))[:5]}")
+        raise ToolError(f"{tool} does not take {sorted(map(str, extra))[:5]}")
 
 
-async def _place(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    return await svc.place_order(args, owner=actor.principal)
+class PlaceOrderArgs(WireArgs):
+    """place_order's arguments: the order (its owner is set by the service) and its bracket (None without one)."""
+
+    WIRE = ("symbol side type quantity price stop_price trailing_delta time_in_force bracket client_order_id").split()
+    order: InstanceOf[OrderRequest]
+    bracket: dict[str, Decimal | None] | None
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        with order_errors("order"):
+            order, bracket = parse_entry(raw)
+        return {"order": order, "bracket": bracket}
 
 
-async def _place_oco(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    return await svc.lists.place_oco(args, owner=actor.principal)
+class PlaceOcoArgs(WireArgs):
+    WIRE = "symbol side quantity take_profit_price stop_price stop_limit_price".split()
+    oco: dict[str, Any]
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        with order_errors("order"):
+            return {"oco": parse_oco(raw)}
 
 
-async def _cancel(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    _only("cancel_order", args, {"order_id"})
-    return await svc.cancel_order(args.get("order_id"), actor=actor)
+class CancelOrderArgs(WireArgs):
+    WIRE = ("order_id",)
+    order_id: Any
+    """Checked by the service (chartgen's wording for a missing or unknown id)."""
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        only("cancel_order", raw, {"order_id"})
+        return {"order_id": raw.get("order_id")}
 
 
-async def _orders(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    _only("get_orders", args, {"filter"})
-    return await svc.get_orders(args.get("filter", "all"), actor=actor)
+class GetOrdersArgs(WireArgs):
+    WIRE = ("filter",)
+    filter: Any
+    """"open" or "all" (the service words a bad value as chartgen does)."""
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        only("get_orders", raw, {"filter"})
+        return {"filter": raw.get("filter", "all")}
 
 
-async def _positions(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    _only("get_positions", args, set())
-    return await svc.get_positions()
+class AccountArgs(WireArgs):
+    """get_positions / get_balance: no arguments."""
+
+    TOOL: ClassVar[str] = ""
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        only(cls.TOOL, raw, set())
+        return {}
 
 
-async def _balance(svc: OrderService, actor: Actor, args: dict[str, Any]) -> Any:
-    _only("get_balance", args, set())
-    return await svc.get_balance()
+class GetPositionsArgs(AccountArgs):
+    TOOL = "get_positions"
 
 
-ORDER_HANDLERS: dict[str, Handler] = {
-    "place_order": _handler(_place, "order"),
-    "place_oco": _handler(_place_oco, "order"),
-    "cancel_order": _handler(_cancel, "cancel"),
-    "get_orders": _handler(_orders, "orders lookup"),
-    "get_positions": _handler(_positions, "positions lookup"),
-    "get_balance": _handler(_balance, "balance lookup"),
-}
+class GetBalanceArgs(AccountArgs):
+    TOOL = "get_balance"
+
+
+def _svc(ctx: ToolContext) -> OrderService:
+    assert ctx.services.orders is not None  # the unit's `needs` answered "not running" before
+    return ctx.services.orders
+
+
+async def _answer(what: str, op: Awaitable[Any]) -> ToolResult:
+    with order_errors(what):
+        return [text(await op)]
+
+
+async def place_order(ctx: ToolContext, args: PlaceOrderArgs) -> ToolResult:
+    return await _answer("order", _svc(ctx).place_parsed(args.order, args.bracket, owner=ctx.principal))
+
+
+async def place_oco(ctx: ToolContext, args: PlaceOcoArgs) -> ToolResult:
+    return await _answer("order", _svc(ctx).lists.place_parsed_oco(args.oco, owner=ctx.principal))
+
+
+async def cancel_order(ctx: ToolContext, args: CancelOrderArgs) -> ToolResult:
+    return await _answer("cancel", _svc(ctx).cancel_order(args.order_id, actor=ctx.actor()))
+
+
+async def get_orders(ctx: ToolContext, args: GetOrdersArgs) -> ToolResult:
+    return await _answer("orders lookup", _svc(ctx).get_orders(args.filter, actor=ctx.actor()))
+
+
+async def get_positions(ctx: ToolContext, args: GetPositionsArgs) -> ToolResult:
+    return await _answer("positions lookup", _svc(ctx).get_positions())
+
+
+async def get_balance(ctx: ToolContext, args: GetBalanceArgs) -> ToolResult:
+    return await _answer("balance lookup", _svc(ctx).get_balance())
+
+
+def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+    return ToolUnit(
+        name=name, args=args, handler=handler, group="trading", needs="orders", needs_principal=True, **wire(name)
+    )
+
+
+PLACE_ORDER = _unit("place_order", PlaceOrderArgs, place_order)
+CHARTGEN_UNITS = (
+    PLACE_ORDER,
+    _unit("cancel_order", CancelOrderArgs, cancel_order),
+    _unit("get_orders", GetOrdersArgs, get_orders),
+    _unit("get_positions", GetPositionsArgs, get_positions),
+    _unit("get_balance", GetBalanceArgs, get_balance),
+)
+PLACE_OCO = _unit("place_oco", PlaceOcoArgs, place_oco)

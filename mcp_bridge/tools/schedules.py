@@ -1,62 +1,77 @@
-"""schedule_order, list_schedules and cancel_schedule: thin adapters over the schedule service.
+"""schedule_order, list_schedules and cancel_schedule over the schedule service.
 
 A schedule belongs to the calling principal: ``list_schedules`` and ``cancel_schedule`` act on
 its own schedules unless its token carries ``admin`` (the same :class:`~brokers.models.Actor`
 rule as orders); another's schedule answers exactly like an unknown one.  Input problems are
-isError results naming the field; nothing here raises anything else to the caller.
+isError results naming the field.  schedule_order's timing and order are read by the schedule
+service (:mod:`brokers.schedules.spec`), which also re-checks a stored schedule at start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
-from brokers.models import Actor, BrokerError
-from brokers.order_args import OrderInputError
 from brokers.schedules.service import ScheduleService
-from mcp_bridge.errors import ToolError
+from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
-from mcp_bridge.tools.context import Handler, Services, ToolResult
-from mcp_bridge.tools.orders import _actor
-from mcp_bridge.tools.trading import ENGINE_NOT_RUNNING
-
-Operation = Callable[[ScheduleService, Actor, dict[str, Any]], Awaitable[Any]]
+from mcp_bridge.tools.context import ToolResult
+from mcp_bridge.tools.orders import order_errors
+from mcp_bridge.tools.unit import NoArgs, OneIdArgs, ToolContext, ToolUnit, WireArgs
 
 
-def _handler(op: Operation) -> Handler:
-    async def handler(services: Services, args: dict[str, Any]) -> ToolResult:
-        if services.schedules is None:
-            raise ToolError(ENGINE_NOT_RUNNING)
-        actor = _actor()
-        try:
-            return [text(await op(services.schedules, actor, args))]
-        except OrderInputError as exc:
-            raise ToolError(str(exc), code=exc.code) from None
-        except BrokerError as exc:
-            raise ToolError(f"schedule check failed: {exc}", code=exc.code, data=exc.data) from None
-
-    return handler
+def _svc(ctx: ToolContext) -> ScheduleService:
+    assert ctx.services.schedules is not None  # the unit's `needs` answered "not running" before
+    return ctx.services.schedules
 
 
-async def _schedule(svc: ScheduleService, actor: Actor, args: dict[str, Any]) -> Any:
-    return await svc.create(actor.principal, args)
+class ScheduleOrderArgs(WireArgs):
+    WIRE = (
+        "symbol side type quantity price stop_price trailing_delta time_in_force bracket "
+        "cron every start_at end_at max_runs"
+    ).split()
+    order: dict[str, Any]
+    """place_order's arguments plus the timing, read by the schedule service."""
+
+    @classmethod
+    def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+        return {"order": dict(raw)}
 
 
-async def _list(svc: ScheduleService, actor: Actor, args: dict[str, Any]) -> Any:
-    if args:
-        raise OrderInputError(f"list_schedules takes no arguments; got {sorted(map(str, args))[:5]}")
-    return await svc.listing(actor)
+class ListSchedulesArgs(NoArgs):
+    TOOL = "list_schedules"
 
 
-async def _cancel(svc: ScheduleService, actor: Actor, args: dict[str, Any]) -> Any:
-    extra = set(args) - {"schedule_id"}
-    if extra:
-        raise OrderInputError(f"cancel_schedule takes only schedule_id; got {sorted(map(str, extra))[:5]}")
-    return await svc.cancel(actor, args.get("schedule_id"))
+class CancelScheduleArgs(OneIdArgs):
+    TOOL, ID = "cancel_schedule", "schedule_id"
+    WIRE = ("schedule_id",)
 
 
-SCHEDULE_HANDLERS: dict[str, Handler] = {
-    "schedule_order": _handler(_schedule),
-    "list_schedules": _handler(_list),
-    "cancel_schedule": _handler(_cancel),
-}
+async def _answer(op: Awaitable[Any]) -> ToolResult:
+    with order_errors("schedule check"):
+        return [text(await op)]
+
+
+async def schedule_order(ctx: ToolContext, args: ScheduleOrderArgs) -> ToolResult:
+    return await _answer(_svc(ctx).create(ctx.principal, args.order))
+
+
+async def list_schedules(ctx: ToolContext, args: ListSchedulesArgs) -> ToolResult:
+    return await _answer(_svc(ctx).listing(ctx.actor()))
+
+
+async def cancel_schedule(ctx: ToolContext, args: CancelScheduleArgs) -> ToolResult:
+    return await _answer(_svc(ctx).cancel(ctx.actor(), args.id))
+
+
+def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+    return ToolUnit(
+        name=name, args=args, handler=handler, group="trading", needs="schedules", needs_principal=True, **wire(name)
+    )
+
+
+UNITS = (
+    _unit("schedule_order", ScheduleOrderArgs, schedule_order),
+    _unit("list_schedules", ListSchedulesArgs, list_schedules),
+    _unit("cancel_schedule", CancelScheduleArgs, cancel_schedule),
+)

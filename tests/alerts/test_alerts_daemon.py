@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
 

@@ -71,9 +71,9 @@ def test_the_seeds_stop_type_is_a_stop_loss() -> None:
 
 
 def test_bracket_checks() -> None:
-    fields, bracket = parse_entry({**BASE, "side": "buy", "bracket": {"take_profit": 70000, "stop_loss": 60000}})
+    order, bracket = parse_entry({**BASE, "side": "buy", "bracket": {"take_profit": 70000, "stop_loss": 60000}})
     assert bracket == {"take_profit": D(70000), "stop_loss": D(60000), "stop_limit": None}
-    assert fields["type"] == "MARKET"
+    assert order.type == "MARKET" and order.owner is None
     with pytest.raises(OrderInputError, match=r"bracket.take_profit must be above bracket.stop_loss for a buy"):
         parse_entry({**BASE, "side": "buy", "bracket": {"take_profit": 60000, "stop_loss": 70000}})
     with pytest.raises(OrderInputError, match=r"bracket.take_profit must be below bracket.stop_loss for a sell"):

@@ -11,6 +11,7 @@ the daemon stays up. Orders go to the simulator, under the daemon's safety limit
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,13 +22,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcp_bridge.tool_specs import TOOLS
+from mcp_bridge.tools.catalog import CATALOG
 from tests.support.daemon_proc import clean_env
 from tests.support.secret_scan import daemon_log_file
 from tests.support.strategies import json_scalars as shared_json_scalars
 from tests.support.strategies import json_values as shared_json_values
 
 pytestmark = pytest.mark.timeout(600)
+
+TOOLS = [u.listing() for u in CATALOG]
+"""Every tool the daemon lists (all groups): chartgen's, ours and the agent tools."""
+AGENT_TOOLS = {t.name for t in TOOLS if t.output_schema is not None}
+"""The agent tools answer errors as {tool_call_id, error: {code, message}}."""
 
 json_scalars = shared_json_scalars(finite=True)
 json_values = shared_json_values(finite=True)
@@ -75,6 +81,18 @@ def plausible_value(name: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]
         plausible = st.lists(st.sampled_from(["rsi", "macd", "cipher_b", "bb", "nope", ""]), max_size=4)
     elif schema.get("type") in ("number", "integer"):
         plausible = numbers
+    elif name == "trades":
+        leg = st.fixed_dictionaries(
+            {"symbol": symbols, "action": st.sampled_from(["buy", "sell", "hold"]), "quantity": numbers},
+            optional={
+                "price": numbers,
+                "stop_price": numbers,
+                "order_type": st.sampled_from(["market", "limit", "stop", "nope"]),
+            },
+        )
+        plausible = st.lists(leg, max_size=4)
+    elif name in ("config", "data", "preferences"):
+        plausible = st.dictionaries(st.sampled_from(["ticker", "bars", "indicators", "theme", "x"]), json_values)
     elif name == "expires_at":
         plausible = st.sampled_from(["2030-01-01T00:00:00Z", "2000-01-01T00:00:00Z", "tomorrow", ""])
     else:
@@ -186,6 +204,11 @@ def test_no_tool_argument_object_causes_an_internal_error(daemon: Daemon, call: 
     if result.get("isError"):
         text = result["content"][0]["text"]
         assert text and "Internal error" not in text, (name, arguments, text)
+        if name in AGENT_TOOLS:
+            body = json.loads(text)
+            assert body["tool_call_id"] and body["error"]["code"] != "INTERNAL_ERROR", (name, arguments, body)
+    elif name in AGENT_TOOLS:
+        assert result["structuredContent"]["data"]["source_refs"][0] == result["structuredContent"]["tool_call_id"]
     assert daemon.proc.poll() is None
 
 

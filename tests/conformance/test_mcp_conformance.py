@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.support.bearer_proxy import BearerProxy
 from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
 from tests.support.external import node_tool

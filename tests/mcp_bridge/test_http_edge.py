@@ -26,8 +26,8 @@ from daemon.http_server import serving as serve_app
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
 from mcp_bridge.server import build_server
-from mcp_bridge.tool_specs import TOOL_NAMES
 from mcp_bridge.tools import Services
+from mcp_bridge.tools.catalog import TOOL_NAMES
 
 EVERY_SCOPE = frozenset({"charts", "alerts", "trade", "admin"})
 CALLERS = {name: Caller(name.removeprefix("good-"), EVERY_SCOPE) for name in ("good-alice", "good-bob", "good-carol")}

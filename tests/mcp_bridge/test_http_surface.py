@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools.catalog import TOOL_NAMES
 
 INIT = {
     "jsonrpc": "2.0",

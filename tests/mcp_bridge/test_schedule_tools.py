@@ -16,8 +16,9 @@ from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.scopes import TOOL_SCOPES, TRADE
 from mcp_bridge.server import ToolRouter
-from mcp_bridge.tool_specs import TOOL_NAMES, TOOLS
+from mcp_bridge.tool_specs import TOOLS
 from mcp_bridge.tools import Services
+from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.brokers.test_schedules import BUY, Clock, Rig, rig_on
 from tests.support.strategies import json_values
 

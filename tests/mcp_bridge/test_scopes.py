@@ -4,6 +4,7 @@ scope — through the official SDK client over HTTP and through a bare session-l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,10 +19,10 @@ from config.database import Database
 from daemon.http_server import serving as serve_app
 from daemon.modes import token_authenticator
 from mcp_bridge.http_app import build_http_app
-from mcp_bridge.identity import current_scopes
 from mcp_bridge.scopes import (
     ADMIN,
     ALL_SCOPES,
+    CHARTS,
     SCOPE_ORDER,
     TOOL_SCOPES,
     TRADE,
@@ -32,8 +33,9 @@ from mcp_bridge.scopes import (
 )
 from mcp_bridge.server import ToolRouter, build_server
 from mcp_bridge.tokens import TokenStore
-from mcp_bridge.tool_specs import TOOL_NAMES
 from mcp_bridge.tools import Services
+from mcp_bridge.tools.catalog import TOOL_NAMES
+from mcp_bridge.tools.unit import ToolContext
 from tests.support.daemon_proc import mcp_client
 from tests.support.oauth import tools_call, tools_list
 
@@ -41,11 +43,13 @@ TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "ge
 TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}
 TRADE_TOOLS |= {"halt_trading"}
 TRADE_TOOLS |= {"place_oco"}
+TRADE_TOOLS |= {"get_portfolio", "trade_simulate", "trade_execute"}
 ORDER = {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 1}
 
 
 def test_every_tool_has_a_scope_and_an_unassigned_tool_needs_admin() -> None:
-    assert len(TOOL_NAMES) == 15 + 3 + 1 + 1  # chartgen's 15, the schedule tools, halt_trading, place_oco
+    # chartgen's 15, the schedule tools, halt_trading, place_oco, the 12 agent tools
+    assert len(TOOL_NAMES) == 15 + 3 + 1 + 1 + 12
     assert set(TOOL_NAMES) <= set(TOOL_SCOPES)
     assert {t for t in TOOL_NAMES if TOOL_SCOPES[t] == TRADE} == TRADE_TOOLS
     assert required_scope("a_tool_added_later") == ADMIN
@@ -70,17 +74,17 @@ class Edge:
     url: str
     tokens: dict[str, str]
     seen: list[frozenset[str]]
-    """current_scopes() as list_indicators' handler saw it, per call."""
+    """The scopes list_indicators' handler saw in its ToolContext, per call."""
 
 
 def record_scopes(router: ToolRouter, seen: list[frozenset[str]]) -> None:
-    real = router.handlers["list_indicators"]
+    unit = router.units["list_indicators"]
 
-    async def recording(svc: Services, args: dict[str, Any]) -> Any:
-        seen.append(current_scopes())
-        return await real(svc, args)
+    async def recording(ctx: ToolContext, args: Any) -> Any:
+        seen.append(ctx.scopes)
+        return await unit.handler(ctx, args)
 
-    router.handlers["list_indicators"] = recording
+    router.units["list_indicators"] = dataclasses.replace(unit, handler=recording)
 
 
 @pytest.fixture(params=["sdk", "direct"])
@@ -141,7 +145,8 @@ async def test_tools_list_without_a_bearer_lists_all_15_and_scopes_narrow_it_wit
         assert await tools_list(http, url, None) == list(TOOL_NAMES)
         assert await tools_list(http, url, tokens["admin"]) == list(TOOL_NAMES)
         trader = await tools_list(http, url, tokens["trader"])
-        assert set(trader) == TRADE_TOOLS | {"generate_chart", "list_indicators", "get_indicators"}
+        assert set(trader) == {n for n in TOOL_NAMES if TOOL_SCOPES[n] in (TRADE, CHARTS)}
+        assert TRADE_TOOLS | {"generate_chart", "list_indicators", "get_indicators"} <= set(trader)
         # a trade-scoped token gets past the scope check (the handler answers: no engine in this app)
         answer = (await tools_call(http, url, tokens["trader"], "get_orders")).json()["result"]
         assert "scope" not in answer["content"][0]["text"]

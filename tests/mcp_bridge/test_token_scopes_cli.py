@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx2
 
-from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.support.daemon_proc import clean_env, create_token, mcp_client, start_daemon
 from tests.support.oauth import tools_call, tools_list
 
@@ -18,6 +18,7 @@ TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "ge
 TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}
 TRADE_TOOLS |= {"halt_trading"}
 TRADE_TOOLS |= {"place_oco"}
+TRADE_TOOLS |= {"get_portfolio", "trade_simulate", "trade_execute"}
 
 
 async def token_cli(data_dir: Path, *args: str) -> tuple[int, str, str]:

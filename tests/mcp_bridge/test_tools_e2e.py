@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_PROTOCOL_VERSION
 from PIL import Image
 
-from mcp_bridge.tool_specs import TOOL_NAMES
+from mcp_bridge.tools.catalog import TOOL_NAMES
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "data" / "generate_chart_summary_rsi_30.json"
 CHARTGEN_ORDER = [

@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.bars import Bars
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, Line, PanelResult
 from engine.indicators.params import Param, period
@@ -55,6 +56,7 @@ BBANDS = IndicatorDef(
         "`period` closes (as TradingView and TA-Lib)."
     ),
     compute=_bbands,
+    warmup=wu.Rule("window", ("period",)),
     params=(
         period("period", 20, "moving-average length in bars"),
         Param(
@@ -78,6 +80,7 @@ KELTNER = IndicatorDef(
         "Upper/Lower = Mid ± multiplier · ATR(period), ATR with Wilder smoothing."
     ),
     compute=_keltner,
+    warmup=wu.Rule("rma", ("period",)),  # ATR (Wilder) outlasts the EMA
     params=(
         period("period", 20, "EMA and ATR length in bars"),
         Param("multiplier", "number", 1.5, "band width in ATRs", minimum=0, exclusive_minimum=True, maximum=100),
@@ -93,6 +96,7 @@ DONCHIAN = IndicatorDef(
         "Lower = lowest low; Mid = (Upper + Lower)/2 (null for the first period−1 bars)."
     ),
     compute=_donchian,
+    warmup=wu.Rule("window", ("period",)),
     params=(period("period", 20, "look-back in bars"),),
     aliases=("dc",),
 )

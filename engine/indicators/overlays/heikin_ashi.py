@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.bars import Bars
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
 from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
@@ -40,6 +41,7 @@ HEIKIN_ASHI = IndicatorDef(
         "HA close ≥ HA open; flip_up / flip_down mark colour changes."
     ),
     compute=_compute,
+    warmup=wu.Rule("bars", extra=wu.smoothing(0.5)),  # HA open halves the distance each bar
     aliases=("ha",),
     signals=FLIP_SIGNALS,
 )

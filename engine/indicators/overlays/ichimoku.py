@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.bars import Bars
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, Line, PanelResult
 from engine.indicators.params import period
@@ -42,6 +43,7 @@ ICHIMOKU = IndicatorDef(
         "no Chikou), so every array stays one value per bar."
     ),
     compute=_compute,
+    warmup=wu.Rule("window", ("tenkan", "kijun", "senkou_b"), combine="max"),
     params=(
         period("tenkan", 9, "conversion-line length"),
         period("kijun", 26, "base-line length"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.bars import Bars
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Line, PanelResult
 from engine.indicators.primitives import ema
@@ -26,4 +27,5 @@ EMA_STACK = IndicatorDef(
     ),
     compute=_compute,
     aliases=("ema",),
+    warmup=wu.Rule("ema", lengths=tuple(n for n, _ in _STACK), combine="max"),
 )

@@ -8,6 +8,7 @@ from engine.bars import Bars
 from engine.indicators import colors
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Line, PanelResult
+from engine.indicators.warmup import Rule
 
 
 def _shift(x: np.ndarray) -> np.ndarray:
@@ -41,5 +42,6 @@ PIVOT = IndicatorDef(
         "bar; R1 = 2P − L; S1 = 2P − H; R2 = P + (H − L); S2 = P − (H − L)."
     ),
     compute=_compute,
+    warmup=Rule("bars", extra=1),  # the previous bar
     aliases=("pivot_points",),
 )

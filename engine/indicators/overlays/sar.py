@@ -6,6 +6,7 @@ import numpy as np
 import talib
 
 from engine.bars import Bars
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
 from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
@@ -53,6 +54,7 @@ SAR = IndicatorDef(
         "the other side when price crosses it (signals flip_up / flip_down)."
     ),
     compute=_compute,
+    warmup=wu.Rule("bars", extra=wu.STATE_SETTLE),
     params=(
         _af("af_start", 0.02, "initial acceleration factor"),
         _af("af_step", 0.02, "acceleration increment at each new extreme"),

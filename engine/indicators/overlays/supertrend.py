@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.bars import Bars
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
 from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
@@ -61,6 +62,7 @@ SUPERTREND = IndicatorDef(
         "band (signals flip_up / flip_down on that bar)."
     ),
     compute=_compute,
+    warmup=wu.Rule("rma", ("period",), extra=wu.STATE_SETTLE),
     params=(
         period("period", 10, "ATR length in bars"),
         Param("multiplier", "number", 3.0, "band distance in ATRs", minimum=0, exclusive_minimum=True, maximum=100),

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, Line, PanelResult
+from engine.indicators.panels.volatility import bars_per_year
 from engine.indicators.params import Param
 
 DAY_S = 86_400
+
+
+def session_warmup(params: object, interval: str) -> int:
+    """Bars of one UTC day before the first shown bar, so its session starts where it really did."""
+    per_day = bars_per_year(interval) / 365.0
+    return max(0, math.ceil(per_day - 1e-9) - 1)
 
 
 def _session_cumsum(x: FloatArray, starts: np.ndarray) -> FloatArray:
@@ -80,6 +89,7 @@ VWAP = IndicatorDef(
         f"over the session so far, TP = (high+low+close)/3. {_ANCHOR}"
     ),
     compute=_vwap,
+    warmup=session_warmup,
 )
 
 VWAP_BANDS = IndicatorDef(
@@ -90,6 +100,7 @@ VWAP_BANDS = IndicatorDef(
         f"std_dev · σ, σ² = Σ(TP²·V)/ΣV − VWAP² over the session. {_ANCHOR}"
     ),
     compute=_vwap_bands,
+    warmup=session_warmup,
     params=(
         Param(
             "std_dev",

@@ -7,6 +7,7 @@ import talib
 
 from engine.bars import Bars
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import HLine, Line, PanelResult
 from engine.indicators.params import period
@@ -46,5 +47,6 @@ ADX = IndicatorDef(
         "Wilder smoothing (α=1/n); DI from bar n, ADX from bar 2n−1."
     ),
     compute=_compute,
+    warmup=wu.Rule("rma", ("period", "period")),  # DI, then ADX = RMA(DX)
     params=(period("period", 14, "Wilder smoothing length in bars"),),
 )

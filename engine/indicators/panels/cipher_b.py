@@ -12,10 +12,11 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import DivLine, Dot, Fill, Histogram, HLine, Line, PanelResult
 from engine.indicators.panels.fractals import divergences
-from engine.indicators.panels.wavetrend import wavetrend_core
+from engine.indicators.panels.wavetrend import wavetrend_core, wavetrend_warmup
 from engine.indicators.params import Param, period
 from engine.indicators.primitives import crossover, crossunder, highest, lowest, rsi, sma
 
@@ -59,6 +60,12 @@ def rsi_mfi_band(bars: Bars) -> FloatArray:
     with np.errstate(invalid="ignore", divide="ignore"):
         body = np.where(rng > 0, (bars.close - bars.open) / np.where(rng > 0, rng, 1.0) * 150.0, 0.0)
     return sma(body, 60) - 2.5
+
+
+def _warmup(p: Params, interval: str) -> int:
+    """The max over its parts: WaveTrend, RSI 14, Stoch RSI (RSI, 14-bar range, two SMA 3), the SMA60 band."""
+    stoch = wu.rma(14) + wu.window(14) + 2 * wu.window(3)
+    return max(wavetrend_warmup(p["wt_channel_length"], p["wt_average_length"]), wu.rma(14), stoch, wu.window(60))
 
 
 def _dot(i: int, y: float, color: str, label: str, size: float = 5.0, confirmed_at: int | None = None) -> Dot:
@@ -173,6 +180,7 @@ CIPHER_B = IndicatorDef(
         "previous WT2 low ≤ −75 to a higher low above −75 with RSI < 30."
     ),
     compute=_compute,
+    warmup=_warmup,
     params=(
         Param(
             "dot_mode",

@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Fill, Histogram, HLine, PanelResult
 from engine.indicators.params import Param, period
@@ -54,6 +55,11 @@ def _zscore(x: FloatArray) -> FloatArray:
     ok = np.isfinite(x) & (sd > 0)
     out[ok] = x[ok] / sd[ok]
     return np.clip(out, -2.5, 2.5)
+
+
+def _warmup(p: Params, interval: str) -> int:
+    """VZO's EMAs, the Kalman filter settling, the 200-bar z-score window and the signal SMA."""
+    return wu.ema(p["vzo_length"]) + wu.smoothing(p["k"]) + wu.window(Z_WINDOW) + wu.window(p["sig_length"])
 
 
 def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
@@ -110,6 +116,7 @@ KALMAN_VOLUME = IndicatorDef(
         "below −0.6 else buy; down → sell_overbought if above 0.6 else sell."
     ),
     compute=_compute,
+    warmup=_warmup,
     params=(
         period("vzo_length", 70, "volume zone EMA length"),
         Param("k", "number", 0.06, "Kalman gain (0-1]", minimum=0, exclusive_minimum=True, maximum=1),

@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.bars import Bars
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Histogram, HLine, Line, PanelResult
 from engine.indicators.params import period
@@ -17,6 +18,11 @@ from engine.indicators.primitives import ema
 
 # index = 2·(hist ≥ 0) + (hist rising): falling/rising shades below and above zero
 _HIST_PALETTE = np.array([colors.DOWN, "#ffcdd2", "#b2dfdb", colors.UP])
+
+
+def _warmup(p: Params, interval: str) -> int:
+    """The slower of the two EMAs, then the signal EMA over their difference."""
+    return max(wu.ema(p["fast"]), wu.ema(p["slow"])) + wu.ema(p["signal"])
 
 
 def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
@@ -48,6 +54,7 @@ MACD = IndicatorDef(
         "(MACD from bar slow−1, Signal from bar slow+signal−2)."
     ),
     compute=_compute,
+    warmup=_warmup,
     params=(
         period("fast", 12, "fast EMA length in bars"),
         period("slow", 26, "slow EMA length in bars"),

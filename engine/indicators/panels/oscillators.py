@@ -12,6 +12,7 @@ import talib
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, HLine, Line, PanelResult
 from engine.indicators.params import period
@@ -58,6 +59,7 @@ RSI = IndicatorDef(
         "the simple average of the first n changes; first value at bar n."
     ),
     compute=_rsi,
+    warmup=wu.Rule("rma", ("length",)),
     params=(period("length", 14, "RSI length in bars"),),
 )
 
@@ -90,6 +92,7 @@ STOCH = IndicatorDef(
         "%K = SMA(fast %K, k_smooth); %D = SMA(%K, d_smooth)."
     ),
     compute=_stoch,
+    warmup=wu.Rule("window", ("period", "k_smooth", "d_smooth")),
     params=(
         period("period", 14, "look-back for the highest high / lowest low"),
         period("k_smooth", 3, "SMA length smoothing fast %K into %K"),
@@ -121,6 +124,7 @@ CCI = IndicatorDef(
         "0 when that deviation is 0; first value at bar n−1."
     ),
     compute=_cci,
+    warmup=wu.Rule("window", ("period",)),
     params=(period("period", 20, "look-back in bars", minimum=2),),
 )
 
@@ -145,6 +149,7 @@ ROC = IndicatorDef(
         "close[n bars ago]; first value at bar n (NaN where the old close is 0)."
     ),
     compute=_roc,
+    warmup=wu.Rule("bars", ("period",)),
     params=(period("period", 14, "look-back in bars"),),
 )
 
@@ -181,6 +186,7 @@ MFI = IndicatorDef(
         "(Σpos + Σneg) over the last n bars (50 when both are 0); first value at bar n."
     ),
     compute=_mfi,
+    warmup=wu.Rule("bars", ("period",)),
     params=(period("period", 14, "look-back in bars"),),
 )
 
@@ -204,6 +210,7 @@ WILLIAMS_R = IndicatorDef(
         "close) / (highest high − lowest low) over n bars (0 when the range is 0); first value at bar n−1."
     ),
     compute=_willr,
+    warmup=wu.Rule("window", ("period",)),
     params=(period("period", 14, "look-back in bars"),),
     aliases=("willr",),
 )

@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Histogram, HLine, Line, PanelResult
 from engine.indicators.panels.oscillators import money_flow_index
@@ -74,6 +75,11 @@ def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
     )
 
 
+def _warmup(p: Params, interval: str) -> int:
+    stoch = wu.window(p["stoch_k"]) + wu.window(p["stoch_smooth"]) + wu.window(p["stoch_d"])
+    return max(wu.rma(p["rsi_length"]), p["mfi_length"], stoch)
+
+
 def _level(name: str, default: float, text: str) -> Param:
     return Param(name, "number", default, text, minimum=0, maximum=100)
 
@@ -90,6 +96,7 @@ RSI_MFI_STOCH = IndicatorDef(
         "three are above 50, red when all are below."
     ),
     compute=_compute,
+    warmup=_warmup,
     params=(
         period("rsi_length", 14, "RSI length"),
         period("mfi_length", 14, "MFI length"),

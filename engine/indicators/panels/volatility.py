@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Line, PanelResult
 from engine.indicators.params import period
@@ -71,6 +72,7 @@ ATR = IndicatorDef(
         "with the mean of the first n true ranges after bar 0; first value at bar n."
     ),
     compute=_atr,
+    warmup=wu.Rule("rma", ("period",)),
     params=(period("period", 14, "smoothing length in bars"),),
 )
 
@@ -108,6 +110,7 @@ HISTVOL = IndicatorDef(
         "1w → 52.14, 1M → 12) and is 252 for an unknown interval; first value at bar n."
     ),
     compute=_histvol,
+    warmup=wu.Rule("bars", ("period",)),
     params=(period("period", 20, "number of log returns in the window", minimum=2),),
     aliases=("hv",),
 )

@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import HLine, Line, PanelResult
 from engine.indicators.params import period
@@ -97,6 +98,7 @@ CMF = IndicatorDef(
         "low); first value at bar n−1, NaN while the window has no volume."
     ),
     compute=_cmf,
+    warmup=wu.Rule("window", ("period",)),
     params=(period("period", 20, "look-back in bars"),),
 )
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.bars import Bars, FloatArray
 from engine.indicators import colors
+from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Fill, HLine, Line, PanelResult
 from engine.indicators.params import period
@@ -26,6 +27,15 @@ def wavetrend_core(bars: Bars, channel: int, average: int) -> tuple[FloatArray, 
     ci[np.isnan(de)] = np.nan
     wt1 = ema(ci, average)
     return wt1, sma(wt1, 3)
+
+
+def wavetrend_warmup(channel: int, average: int) -> int:
+    """esa and de (two chained channel EMAs), WT1 (an average EMA), WT2 (an SMA 3)."""
+    return 2 * wu.ema(channel) + wu.ema(average) + wu.window(3)
+
+
+def _warmup(p: Params, interval: str) -> int:
+    return wavetrend_warmup(p["ch_len"], p["avg_len"])
 
 
 def cross_dots(wt1: FloatArray, wt2: FloatArray, ob: float, os_: float) -> list[Dot]:
@@ -64,6 +74,7 @@ WAVETREND = IndicatorDef(
         "else cross_up / cross_down."
     ),
     compute=_compute,
+    warmup=_warmup,
     params=(period("ch_len", 9, "channel EMA length"), period("avg_len", 12, "average EMA length")),
     aliases=("wt",),
     signals=WT_SIGNALS,

@@ -1,0 +1,383 @@
+"""trade_simulate's work: legs checked like real orders, filled on a copy of the account, risk measured.
+
+Nothing here sends an order or records one.  For each leg, in order:
+
+1. a symbol the venue does not list is refused: a stock (the quote source knows it) answers
+   MARKET_CLOSED while its session is closed, else INVALID_SYMBOL (the daemon's brokers trade
+   exchange pairs only); any other unknown name answers INVALID_SYMBOL;
+2. the order guard's dry run (:meth:`brokers.guard.OrderGuard.evaluate`): the same checks a real
+   order passes — allowed symbols, listing, exchange filters, a reference price (fail closed),
+   the per-order limit, the halt switch and the daily limit, counting the earlier accepted legs
+   of this simulation on top of today's traded value;
+3. the fill: at the guard's reference price (the engine's live trade, else the venue's ticker)
+   for a market leg, at its limit price for a limit leg; the fee from the broker's schedule
+   (:func:`fee_rates`), taken from the asset received as on Binance;
+4. the funds: the asset spent must be free in the simulated account (INSUFFICIENT_FUNDS).
+
+A refused leg leaves the simulated account unchanged.  The risk metrics
+(:mod:`brokers.risk_metrics`) are computed on the account after the accepted legs, from daily
+closes of each valued asset over the look-back, fetched through the market data (cached 60 s).
+
+It also owns how a real leg's recorded order reads for trade_execute (:func:`outcome`: status,
+average price, fees valued in the quote asset, total cost) and the legs' client order ids
+(:func:`leg_client_ids`), and :func:`place_leg`: one leg through the order service's one path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+import weakref
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+import numpy as np
+import structlog
+
+from brokers.guard import LimitExceeded, OrderRefused
+from brokers.halt import TradingHalted
+from brokers.models import BrokerError, OrderRejected, OrderRequest, RateLimitedError
+from brokers.order_args import OrderInputError, parse_order
+from brokers.order_lists import check_order_type
+from brokers.order_store import OrderRow
+from brokers.portfolio_view import Holdings, PortfolioView, Pricer, iso, pair_of, value
+from brokers.risk_metrics import RiskMetrics, align_closes, risk_metrics, value_series
+from brokers.service import OrderService
+from engine.market_data.errors import MarketDataError
+from engine.market_data.source import MarketData, is_crypto
+
+log = structlog.get_logger(__name__)
+
+BINANCE_DEFAULT_FEE = Decimal("0.001")
+"""Binance's standard spot rate for a regular account (maker and taker 0.1 %, no BNB discount)."""
+HISTORY_TTL_S = 60.0
+
+Code = Literal[
+    "RISK_LIMIT_EXCEEDED", "INVALID_SYMBOL", "INSUFFICIENT_FUNDS", "INVALID_ARGUMENT", "MARKET_CLOSED",
+    "RATE_LIMITED", "NETWORK_ERROR", "INTERNAL_ERROR",
+]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    symbol: str
+    side: Literal["BUY", "SELL"]
+    quantity: Decimal
+    price: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeeRates:
+    maker: Decimal
+    taker: Decimal
+    source: str
+
+
+@dataclass(slots=True)
+class LegResult:
+    leg: Leg
+    status: Literal["filled", "refused"]
+    price: float | None = None
+    fees: float = 0.0
+    total_cost: float = 0.0
+    fee_rate: float | None = None
+    liquidity: Literal["maker", "taker"] | None = None
+    quote_asset: str | None = None
+    fee_source: str | None = None
+    code: Code | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class Simulation:
+    legs: list[LegResult]
+    before: PortfolioView
+    after: PortfolioView
+    risk: RiskMetrics
+    lookback_days: int
+    refs: list[str] = field(default_factory=list)
+
+
+async def fee_rates(broker: Any, symbol: str) -> FeeRates:
+    """The broker's fee schedule: the paper broker's ``fee_rate`` (paper_fee_rate); a broker exposing
+    ``commission_rates(symbol) -> (maker, taker)`` (the account's own rates); else Binance's default."""
+    rate = getattr(broker, "fee_rate", None)
+    if isinstance(rate, Decimal):
+        return FeeRates(rate, rate, "paper_fee_rate")
+    lookup = getattr(broker, "commission_rates", None)
+    if lookup is not None:
+        try:
+            maker, taker = await lookup(symbol)
+            return FeeRates(Decimal(maker), Decimal(taker), "account commission")
+        except (BrokerError, ValueError, TypeError) as exc:
+            log.info("commission_rates_unavailable", symbol=symbol, error=str(exc))
+    return FeeRates(BINANCE_DEFAULT_FEE, BINANCE_DEFAULT_FEE, "binance default 0.1%")
+
+
+def refusal_code(exc: BaseException) -> Code:
+    """The seed's code for an order-path refusal (the guard's, the filters', the venue's)."""
+    if isinstance(exc, LimitExceeded | TradingHalted):
+        return "RISK_LIMIT_EXCEEDED"
+    if isinstance(exc, RateLimitedError):
+        return "RATE_LIMITED"
+    if isinstance(exc, OrderRefused):
+        return "NETWORK_ERROR"  # no usable price: the limits could not be evaluated, refused (fail closed)
+    if isinstance(exc, OrderInputError | BrokerError):
+        refused = isinstance(exc, OrderInputError | OrderRejected)  # the caller's order, not the connection
+        return {-32003: "INVALID_SYMBOL", -32004: "INSUFFICIENT_FUNDS", -32001: "RATE_LIMITED"}.get(  # type: ignore[return-value]
+            exc.code or 0, "INVALID_ARGUMENT" if refused else "NETWORK_ERROR"
+        )
+    return "NETWORK_ERROR"
+
+
+async def unlisted(symbol: str, venue: str, quotes: Any | None) -> tuple[Code, str]:
+    """Why a symbol the venue does not list cannot be traded: MARKET_CLOSED for a stock out of its
+    session, else INVALID_SYMBOL naming why."""
+    if quotes is not None and not is_crypto(symbol):
+        try:
+            q = await quotes.quote(symbol)
+        except MarketDataError:
+            q = None
+        if q is not None:
+            if q.market_open is False:
+                return "MARKET_CLOSED", (
+                    f"{symbol} is a stock and its market is closed now; besides, this daemon's brokers trade "
+                    f"exchange pairs only ({venue}), so it cannot be traded here at any hour"
+                )
+            return "INVALID_SYMBOL", (
+                f"{symbol} is a stock; this daemon's brokers trade exchange pairs only ({venue}), e.g. BTCUSDT"
+            )
+    return "INVALID_SYMBOL", f"{symbol} is not a trading pair on {venue}; check the spelling (e.g. BTCUSDT)"
+
+
+class DailyCloses:
+    """Daily closes per (symbol, bars), kept ``HISTORY_TTL_S`` with the reference of the request that fetched them."""
+
+    def __init__(self, market: MarketData) -> None:
+        self.market = market
+        self._cache: dict[tuple[str, int], tuple[float, Any, Any, str]] = {}
+
+    async def closes(self, symbol: str, bars: int) -> tuple[Any, Any, str]:
+        key = (symbol, bars)
+        hit = self._cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < HISTORY_TTL_S:
+            return hit[1], hit[2], hit[3]
+        ref = f"binance:GET /api/v3/klines?symbol={symbol}&interval=1d&limit={bars}@{iso(time.time())}"
+        got = await self.market.fetch(symbol, "1d", bars)
+        times = got.times if got.times is not None else np.arange(-len(got) + 1, 1, dtype=np.int64)
+        self._cache[key] = (time.monotonic(), times, got.close, ref)
+        return times, got.close, ref
+
+
+_histories: weakref.WeakKeyDictionary[MarketData, DailyCloses] = weakref.WeakKeyDictionary()
+
+
+def daily_closes(market: MarketData) -> DailyCloses:
+    held = _histories.get(market)
+    if held is None:
+        held = _histories[market] = DailyCloses(market)
+    return held
+
+
+class Simulator:
+    """One simulation over the order service's account (nothing sent, nothing recorded)."""
+
+    def __init__(
+        self, orders: OrderService, pricer: Pricer, market: MarketData | None, *, rf_annual: float, days: int
+    ) -> None:
+        self.orders = orders
+        self.pricer = pricer
+        self.market = market
+        self.rf_annual = rf_annual
+        self.days = days
+
+    async def run(self, legs: list[Leg]) -> Simulation:
+        holdings = Holdings.of(await self.orders.broker.balances())
+        before_prices = await self.pricer.prices([pair_of(a) for a in holdings.non_cash()])
+        before = value(holdings, before_prices)
+        after = holdings.copy()
+        pending = Decimal(0)
+        results: list[LegResult] = []
+        for i, leg in enumerate(legs):
+            result, notional = await self._leg(i, leg, after, pending)
+            pending += notional
+            results.append(result)
+        prices = await self.pricer.prices([pair_of(a) for a in after.non_cash()])
+        view = value(after, prices)
+        refs = [r for p in {**before_prices, **prices}.values() if not isinstance(p, str) for r in p.refs]
+        risk = await self._risk(view, refs)
+        return Simulation(results, before, view, risk, self.days, list(dict.fromkeys(refs)))
+
+    async def _leg(self, i: int, leg: Leg, h: Holdings, pending: Decimal) -> tuple[LegResult, Decimal]:
+        broker = self.orders.broker
+        try:
+            rules = await broker.rules(leg.symbol)
+        except BrokerError as exc:
+            return LegResult(leg, "refused", code=refusal_code(exc), message=str(exc)), Decimal(0)
+        if rules is None:
+            code, why = await unlisted(leg.symbol, broker.name, self.pricer.quotes)
+            return LegResult(leg, "refused", code=code, message=why), Decimal(0)
+        req = OrderRequest(
+            symbol=leg.symbol,
+            side=leg.side,
+            type="MARKET" if leg.price is None else "LIMIT",
+            client_order_id=f"simulated-{i}",
+            quantity=leg.quantity,
+            price=leg.price,
+            time_in_force=None if leg.price is None else "GTC",
+        )
+        try:
+            check_order_type(broker, req.type)
+            checked = await self.orders.guard.evaluate(req, pending=pending)
+        except (OrderInputError, BrokerError) as exc:
+            return LegResult(leg, "refused", code=refusal_code(exc), message=str(exc)), Decimal(0)
+        ref = checked.reference.price
+        fill = leg.price if leg.price is not None else ref
+        resting = leg.price is not None and (leg.price < ref if leg.side == "BUY" else leg.price > ref)
+        rates = await fee_rates(broker, leg.symbol)
+        rate = rates.maker if resting else rates.taker
+        base, quote = rules.base_asset, rules.quote_asset
+        notional = leg.quantity * fill
+        spend, need = (quote, notional) if leg.side == "BUY" else (base, leg.quantity)
+        free = h.free.get(spend, Decimal(0))
+        if free < need:
+            why = f"insufficient {spend}: the leg needs {need.normalize():f}, the simulated account has {free:f} free"
+            return LegResult(leg, "refused", code="INSUFFICIENT_FUNDS", message=why), Decimal(0)
+        if leg.side == "BUY":
+            fee = leg.quantity * rate  # in the base asset received
+            h.add(quote, -notional)
+            h.add(base, leg.quantity - fee)
+            fee_quote = fee * fill
+            cost = notional + fee_quote
+        else:
+            fee_quote = notional * rate  # in the quote asset received
+            h.add(base, -leg.quantity)
+            h.add(quote, notional - fee_quote)
+            cost = -(notional - fee_quote)
+        out = LegResult(
+            leg, "filled", price=float(fill), fees=float(fee_quote), total_cost=float(cost), fee_rate=float(rate),
+            liquidity="maker" if resting else "taker", quote_asset=quote, fee_source=rates.source,
+        )  # fmt: skip
+        return out, checked.notional
+
+    async def _risk(self, view: PortfolioView, refs: list[str]) -> RiskMetrics:
+        if self.market is None:
+            why = "no market data in this daemon (daily history unavailable)"
+            return RiskMetrics(None, None, None, 0, dict.fromkeys(("var_95_1d", "max_drawdown", "sharpe_ratio"), why))
+        history = daily_closes(self.market)
+        series = []
+        for p in view.positions:
+            try:
+                times, closes, ref = await history.closes(p.symbol, self.days + 1)
+            except MarketDataError as exc:
+                why = f"daily history of {p.symbol} unavailable: {exc}"
+                return RiskMetrics(
+                    None, None, None, 0, dict.fromkeys(("var_95_1d", "max_drawdown", "sharpe_ratio"), why)
+                )
+            refs.append(ref)
+            series.append((times, closes))
+        quantities = np.asarray([p.quantity for p in view.positions], dtype=np.float64)
+        if series:
+            _, matrix = align_closes(series, self.days)
+            values = value_series(quantities, matrix, view.cash)
+        else:
+            values = np.full(self.days + 1, view.cash, dtype=np.float64)
+        return risk_metrics(values, self.rf_annual)
+
+
+# --- real legs (trade_execute) ----------------------------------------------------------------------
+STATUS = {"FILLED": "filled", "PARTIALLY_FILLED": "partial", "NEW": "open", "REJECTED": "rejected"}
+"""A recorded order's status as trade_execute reports it; CANCELED/EXPIRED: partial when it traded,
+else expired; PENDING_SUBMIT/UNKNOWN: pending."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str
+    price: float | None
+    fees: float
+    total_cost: float
+    filled: float
+    reject_reason: str | None
+
+
+def leg_client_ids(principal: str, tool_call_id: str | None, n: int) -> list[str]:
+    """Each leg's client order id: from (principal, tool_call_id) when the caller named the call, so a
+    retried call finds its legs instead of placing them twice; random otherwise."""
+    seed = hashlib.sha256(f"{principal}\x00{tool_call_id}".encode()).hexdigest() if tool_call_id else None
+    stem = (seed or secrets.token_hex(16))[:24]
+    return [f"ag-{stem}-{i}" for i in range(n)]
+
+
+async def fill_fees(orders: OrderService, row: OrderRow) -> float:
+    """The commissions of an order's recorded fills, valued in its quote asset (a base-asset commission
+    at its fill price, another asset such as BNB at the venue's price of <ASSET><QUOTE>, 0 without one)."""
+    rules = await orders.broker.rules(row.symbol)
+    base, quote = (rules.base_asset, rules.quote_asset) if rules else ("", "")
+    total = 0.0
+    for f in await orders.store.fills(orders.broker.name, row.symbol):
+        if f.client_order_id != row.client_order_id:
+            continue
+        if f.commission_asset == quote:
+            total += float(f.commission)
+        elif f.commission_asset == base:
+            total += float(f.commission * f.price)
+        elif f.commission:
+            try:
+                price = await orders.broker.last_price(f"{f.commission_asset}{quote}")
+            except BrokerError:
+                price = None
+            total += float(f.commission * price) if price else 0.0
+    return total
+
+
+async def outcome(orders: OrderService, row: OrderRow) -> Outcome:
+    """How a recorded order stands: status, average fill price (else its limit or stop price), fees,
+    total cost (buy: traded value + fees; sell: −(traded value − fees); 0 while nothing traded)."""
+    executed = row.executed_qty
+    status = STATUS.get(row.status)
+    if status is None:
+        terminal = row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH")
+        status = ("partial" if executed > 0 else "expired") if terminal else "pending"
+    fees = await fill_fees(orders, row) if executed > 0 else 0.0
+    traded = float(row.cumulative_quote)
+    price = row.avg_price if row.avg_price is not None else (row.price or row.stop_price)
+    cost = (traded + fees if row.side == "BUY" else -(traded - fees)) if executed > 0 else 0.0
+    return Outcome(status, None if price is None else float(price), fees, cost, float(executed), row.reject_reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A real leg after :func:`place_leg`: its recorded order (None: refused before recording), the
+    refusal's code and message, and whether an earlier call had placed it (``replayed``)."""
+
+    row: OrderRow | None
+    code: Code | None = None
+    message: str | None = None
+    replayed: bool = False
+
+
+async def place_leg(orders: OrderService, quotes: Any | None, args: dict[str, Any], owner: str) -> Placed:
+    """Place one leg (place_order's ``args`` with its ``client_order_id``) for ``owner`` through
+    :meth:`OrderService.place_parsed` (guard, record, send).  A client order id already recorded
+    for ``owner`` is not placed again: its order is returned as it stands."""
+    cid = args["client_order_id"]
+    existing = await orders.store.get(cid)
+    if existing is not None:
+        if existing.owner != owner:
+            return Placed(None, "INVALID_ARGUMENT", f"client order id {cid} is another's; use a new tool_call_id")
+        return Placed(existing, replayed=True)
+    try:
+        if await orders.broker.rules(args["symbol"]) is None:
+            code, why = await unlisted(args["symbol"], orders.broker.name, quotes)
+            return Placed(None, code, why)
+        await orders.place_parsed(OrderRequest(**parse_order(args)), None, owner=owner)
+    except (OrderInputError, BrokerError) as exc:
+        return Placed(await orders.store.get(cid), refusal_code(exc), str(exc))
+    except Exception:  # reported on the leg (its record says how far it got), never hiding the other legs
+        log.exception("trade_leg_failed", client_order_id=cid)
+        why = f"internal error while placing {cid}; see the daemon log and get_orders for its state"
+        return Placed(await orders.store.get(cid), "INTERNAL_ERROR", why)
+    return Placed(await orders.store.get(cid))

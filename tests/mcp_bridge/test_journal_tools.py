@@ -1,0 +1,135 @@
+"""log_event / get_events: the convention's shape, per-principal visibility, idempotent retries,
+filters, and events that survive a daemon restart (official SDK client over HTTP)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.database import Database
+from engine.charts.pool import InlineRenderer
+from engine.charts.service import ChartService
+from mcp_bridge.journal_store import JournalStore
+from mcp_bridge.scopes import ALERTS, CHARTS
+from mcp_bridge.server import ToolRouter
+from mcp_bridge.tools import Services
+from tests.support.daemon_proc import create_token, mcp_client, running_daemon
+
+SCOPES = frozenset({CHARTS, ALERTS})
+
+
+def _router(db: Database) -> ToolRouter:
+    services = Services(charts=ChartService(None, InlineRenderer()))
+    services.journal = JournalStore(db, max_per_principal=5)
+    return ToolRouter(services)
+
+
+async def _call(router: ToolRouter, name: str, args: dict[str, Any], principal: str | None = "alice") -> Any:
+    result = await router.call(name, args, principal=principal, scopes=SCOPES)
+    body = json.loads(result.content[0].text)
+    assert body == result.structured_content
+    return result.is_error, body
+
+
+async def test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice(db: Database) -> None:
+    router = _router(db)
+    err, body = await _call(
+        router, "log_event", {"event_type": "signal", "data": {"symbol": "BTCUSDT"}, "tool_call_id": "sig_001"}
+    )
+    assert not err
+    assert body["tool_call_id"] == "sig_001"
+    assert body["data"]["logged"] is True and body["data"]["duplicate"] is False
+    event_id = body["data"]["event_id"]
+    assert body["data"]["source_refs"][0] == "sig_001"
+    err, again = await _call(
+        router, "log_event", {"event_type": "signal", "data": {"symbol": "BTCUSDT"}, "tool_call_id": "sig_001"}
+    )
+    assert not err and again["data"]["event_id"] == event_id and again["data"]["duplicate"] is True
+    err, listed = await _call(router, "get_events", {})
+    assert [e["event_id"] for e in listed["data"]["events"]] == [event_id]
+
+
+async def test_a_minted_tool_call_id_is_returned_and_cited(db: Database) -> None:
+    err, body = await _call(_router(db), "log_event", {"event_type": "trade", "data": {}})
+    assert not err
+    assert body["tool_call_id"].startswith("log_event_")
+    assert body["data"]["source_refs"][0] == body["tool_call_id"]
+
+
+async def test_events_are_visible_only_to_their_principal(db: Database) -> None:
+    router = _router(db)
+    await _call(router, "log_event", {"event_type": "error", "data": {"x": 1}}, principal="alice")
+    err, bob = await _call(router, "get_events", {}, principal="bob")
+    assert not err and bob["data"]["events"] == [] and bob["data"]["count"] == 0
+    err, alice = await _call(router, "get_events", {}, principal="alice")
+    assert alice["data"]["count"] == 1
+
+
+async def test_filters_by_type_severity_and_the_newest_are_kept(db: Database) -> None:
+    router = _router(db)
+    plan = [("signal", "low"), ("trade", "high"), ("error", "critical"), ("signal", "medium"), ("alert", "low")]
+    for i, (kind, severity) in enumerate(plan):
+        await _call(router, "log_event", {"event_type": kind, "data": {"i": i}, "severity": severity})
+    _, signals = await _call(router, "get_events", {"event_type": ["signal"]})
+    assert [e["data"]["i"] for e in signals["data"]["events"]] == [3, 0]
+    _, severe = await _call(router, "get_events", {"min_severity": "high"})
+    assert [e["data"]["i"] for e in severe["data"]["events"]] == [2, 1]
+    _, exact = await _call(router, "get_events", {"severity": ["low"], "limit": 1})
+    assert [e["data"]["i"] for e in exact["data"]["events"]] == [4]
+    # the journal keeps the newest five per principal (this router's cap): a sixth drops the oldest
+    await _call(router, "log_event", {"event_type": "trade", "data": {"i": 5}})
+    _, everything = await _call(router, "get_events", {})
+    assert [e["data"]["i"] for e in everything["data"]["events"]] == [5, 4, 3, 2, 1]
+    _, future = await _call(router, "get_events", {"since": "2999-01-01T00:00:00Z"})
+    assert future["data"]["events"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"event_type": "rumour", "data": {}}, "event_type"),
+        ({"event_type": "signal"}, "data"),
+        ({"event_type": "signal", "data": {}, "severity": "urgent"}, "severity"),
+        ({"event_type": "signal", "data": {"blob": "x" * 20_000}}, "data"),
+        ({"event_type": "signal", "data": {}, "colour": "red"}, "colour"),
+        ({"event_type": "signal", "data": {}, "tool_call_id": "has space"}, "tool_call_id"),
+    ],
+)
+async def test_bad_arguments_are_invalid_argument_errors_naming_the_field(
+    db: Database, args: dict[str, Any], field: str
+) -> None:
+    err, body = await _call(_router(db), "log_event", args)
+    assert err
+    assert body["error"]["code"] == "INVALID_ARGUMENT"
+    assert field in body["error"]["message"]
+    assert body["tool_call_id"]
+
+
+async def test_an_unauthenticated_caller_is_refused_with_the_convention(db: Database) -> None:
+    err, body = await _call(_router(db), "get_events", {"tool_call_id": "q1"}, principal=None)
+    assert err and body["tool_call_id"] == "q1" and "Authorization" in body["error"]["message"]
+
+
+async def test_events_survive_a_restart_and_stay_private(tmp_path: Path) -> None:
+    alice = await create_token(tmp_path, "alice")
+    bob = await create_token(tmp_path, "bob")
+    async with running_daemon(["--serve"], data_dir=tmp_path) as daemon:
+        async with mcp_client(daemon.mcp_url, alice) as client:
+            result = await client.call_tool(
+                "log_event", {"event_type": "suggestion", "data": {"buy": "ETHUSDT"}, "severity": "medium"}
+            )
+            assert not result.is_error
+            event_id = result.structured_content["data"]["event_id"]
+    async with running_daemon(["--serve"], data_dir=tmp_path) as daemon:
+        async with mcp_client(daemon.mcp_url, alice) as client:
+            result = await client.call_tool("get_events", {"event_type": ["suggestion"]})
+            events = result.structured_content["data"]["events"]
+            assert [(e["event_id"], e["data"], e["severity"]) for e in events] == [
+                (event_id, {"buy": "ETHUSDT"}, "medium")
+            ]
+        async with mcp_client(daemon.mcp_url, bob) as client:
+            result = await client.call_tool("get_events", {})
+            assert result.structured_content["data"]["events"] == []
