@@ -8,7 +8,7 @@ PORT ?= 9315
 
 NODE_TOOLS := tests/conformance/node_modules/.installed
 
-.PHONY: run test bench lint chaos clean venv node-tools
+.PHONY: run test test-all bench lint chaos clean venv node-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,18 +31,16 @@ node-tools: $(NODE_TOOLS)
 run: $(STAMP)
 	$(BIN)/chartgen --serve --trade --sim --host $(HOST) --port $(PORT)
 
+# `make test`: every test except those marked slow (the chaos and crash suites, listed in
+# tests/conftest.py SLOW_SUITES, and other long daemon runs); `make chaos`: those;
+# `make test-all`: both, as CI runs them (.ci/run).
 test: $(STAMP) $(NODE_TOOLS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
-chaos: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/chaos tests/alerts/test_crash_safety.py \
-		tests/brokers/test_order_crash_safety.py tests/brokers/test_binance_broker.py \
-		tests/engine/test_live_engine_sim.py tests/daemon/test_sigterm_burst.py \
-		tests/mcp_bridge/test_http_edge.py tests/mcp_bridge/test_passphrase_attempts.py \
-		tests/mcp_bridge/test_oauth_registrations.py tests/mcp_bridge/test_render_flood_daemon.py \
-		tests/engine/test_refused_location.py tests/brokers/test_order_guard_daemon.py \
-		tests/alerts/test_alert_actions_daemon.py tests/brokers/test_halt_daemon.py \
-		tests/brokers/test_unattended_daemon.py
+chaos: $(STAMP) $(NODE_TOOLS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
+
+test-all: test chaos
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -4,9 +4,38 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOW_SUITES = (
+    "tests/chaos/",
+    "tests/alerts/test_crash_safety.py",
+    "tests/brokers/test_order_crash_safety.py",
+    "tests/brokers/test_binance_broker.py",
+    "tests/engine/test_live_engine_sim.py",
+    "tests/daemon/test_sigterm_burst.py",
+    "tests/mcp_bridge/test_http_edge.py",
+    "tests/mcp_bridge/test_passphrase_attempts.py",
+    "tests/mcp_bridge/test_oauth_registrations.py",
+    "tests/mcp_bridge/test_render_flood_daemon.py",
+    "tests/engine/test_refused_location.py",
+    "tests/brokers/test_order_guard_daemon.py",
+    "tests/alerts/test_alert_actions_daemon.py",
+    "tests/brokers/test_halt_daemon.py",
+    "tests/brokers/test_unattended_daemon.py",
+)
+"""The chaos and crash suites: marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;
+CI runs both)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.resolve().relative_to(ROOT).as_posix()
+        if where.startswith(SLOW_SUITES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
