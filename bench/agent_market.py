@@ -32,7 +32,7 @@ import aiohttp
 from bench.agent_common import pct, print_machine, quiet_logs
 from brokers.simulator.app import start_simulator
 from engine.events import Tick
-from engine.feed.binance_streams import StreamSettings
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData

@@ -34,7 +34,7 @@ from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from daemon.orders_runtime import EngineQuotes
 from engine.events import Tick
-from engine.feed.binance_streams import StreamSettings
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData

@@ -21,8 +21,8 @@ import aiohttp
 import orjson
 
 from engine.events import IndicatorsUpdated
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.stream_manager import StreamManager
+from engine.feed.stream_settings import StreamSettings
 from engine.feed.sync import WindowSync
 from engine.indicators.registry import parse_requests
 from engine.live import EngineConfig, LiveEngine

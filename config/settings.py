@@ -7,25 +7,18 @@ code path (design.md §3).
 
 from __future__ import annotations
 
-import contextvars
 import ipaddress
 import os
-import tomllib
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-_toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("chartgen_toml_path", default=None)
+from config.toml_source import TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
-
-
-class ConfigFileError(ValueError):
-    """The TOML configuration file is missing or malformed."""
 
 
 class Settings(BaseSettings):
@@ -289,7 +282,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlSource(settings_cls))
+        return (init_settings, env_settings, TomlSource(settings_cls))
 
     def binance_keys(self) -> tuple[str, str] | None:
         """(key, secret) from the settings, BINANCE_API_KEY/SECRET, or systemd credentials; None if absent."""
@@ -299,27 +292,13 @@ class Settings(BaseSettings):
             if self.binance_api_secret
             else os.environ.get("BINANCE_API_SECRET")
         )
-        creds = os.environ.get("CREDENTIALS_DIRECTORY")
-        if creds:
-            for name in ("binance_api_key", "binance_api_secret"):
-                path = Path(creds) / name
-                if path.is_file():
-                    value = path.read_text().strip()
-                    key, secret = (value, secret) if name.endswith("key") else (key, value)
-        return (key, secret) if key and secret else None
+        return _with_credentials(key, secret, "binance")
 
     def ccxt_keys(self) -> tuple[str, str] | None:
         """(key, secret) for broker = "ccxt" from the settings or systemd credentials; None if absent."""
         key = self.ccxt_api_key.get_secret_value() if self.ccxt_api_key else None
         secret = self.ccxt_api_secret.get_secret_value() if self.ccxt_api_secret else None
-        creds = os.environ.get("CREDENTIALS_DIRECTORY")
-        if creds:
-            for name in ("ccxt_api_key", "ccxt_api_secret"):
-                path = Path(creds) / name
-                if path.is_file():
-                    value = path.read_text().strip()
-                    key, secret = (value, secret) if name.endswith("key") else (key, value)
-        return (key, secret) if key and secret else None
+        return _with_credentials(key, secret, "ccxt")
 
     def resolved_data_dir(self) -> Path:
         """The data directory: setting, else $STATE_DIRECTORY (systemd), else ~/.chartgen."""
@@ -330,27 +309,17 @@ class Settings(BaseSettings):
         return is_loopback_host(self.host)
 
 
-class _TomlSource(PydanticBaseSettingsSource):
-    """Settings from the TOML file chosen by load_settings (top-level keys = field names)."""
-
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        super().__init__(settings_cls)
-        path = _toml_path.get()
-        self._data: dict[str, Any] = {}
-        if path is not None:
-            try:
-                with path.open("rb") as fh:
-                    self._data = tomllib.load(fh)
-            except FileNotFoundError as exc:
-                raise ConfigFileError(f"config file {path} does not exist") from exc
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigFileError(f"config file {path} is not valid TOML: {exc}") from exc
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._data)
+def _with_credentials(key: str | None, secret: str | None, prefix: str) -> tuple[str, str] | None:
+    """(key, secret), each replaced by systemd's ``{prefix}_api_key`` / ``{prefix}_api_secret``
+    credential when one exists; None unless both are known."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if creds:
+        for name in (f"{prefix}_api_key", f"{prefix}_api_secret"):
+            path = Path(creds) / name
+            if path.is_file():
+                value = path.read_text().strip()
+                key, secret = (value, secret) if name.endswith("key") else (key, value)
+    return (key, secret) if key and secret else None
 
 
 def _split_list(v: Any, *, upper: bool) -> Any:
@@ -395,9 +364,9 @@ def load_settings(overrides: dict[str, Any] | None = None, config_file: Path | N
     """Build the settings: ``overrides`` (the CLI) > env > ``config_file`` (or $CHARTGEN_CONFIG) > defaults."""
     if config_file is None and os.environ.get("CHARTGEN_CONFIG"):
         config_file = Path(os.environ["CHARTGEN_CONFIG"])
-    token = _toml_path.set(config_file)
+    token = toml_path.set(config_file)
     try:
         clean = {k: v for k, v in (overrides or {}).items() if v is not None}
         return Settings(**clean)
     finally:
-        _toml_path.reset(token)
+        toml_path.reset(token)

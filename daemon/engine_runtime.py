@@ -14,10 +14,10 @@ import aiohttp
 from config import Settings
 from daemon.scheduler import DaemonScheduler
 from engine.feed.backfill import KlineRest
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
 from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S
 from engine.feed.protocol import MarketFeed, StreamSink
+from engine.feed.stream_settings import StreamSettings
 from engine.indicators.registry import parse_requests
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest

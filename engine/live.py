@@ -23,10 +23,10 @@ from engine.bars import Bars
 from engine.charts.summary import indicators_payload
 from engine.events import EventBus, Subscription
 from engine.feed.backfill import KlineRest
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.health import LastError
 from engine.feed.protocol import MarketFeed, StreamSink, SymbolCatalogue
 from engine.feed.stream_manager import StreamManager
+from engine.feed.stream_settings import StreamSettings
 from engine.feed.sync import Key, WindowState, WindowSync, window_key
 from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
 from engine.indicators.registry import IndicatorRequest

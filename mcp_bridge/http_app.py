@@ -35,7 +35,6 @@ The edge rules (issue 12), in the order a request meets them:
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -53,6 +52,7 @@ from starlette.types import Receive, Scope, Send
 
 from alerts.push import PushHub
 from alerts.store import AlertStore
+from config import is_loopback_host
 from mcp_bridge.http_bodies import (
     MAX_BODY_BYTES,
     accepts_json,
@@ -90,17 +90,10 @@ OPEN_METHODS = frozenset({"initialize", "tools/list"})
 WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _is_direct_loopback(request: Request) -> bool:
     """A loopback peer that says it forwards nobody (a local reverse proxy connects from loopback too)."""
     client = request.client.host if request.client is not None else ""
-    return _is_loopback(client) and not any(name in _FORWARDED_HEADERS for name in request.headers)
+    return is_loopback_host(client) and not any(name in _FORWARDED_HEADERS for name in request.headers)
 
 
 def _status_for(problem: str | None) -> int:

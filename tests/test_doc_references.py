@@ -26,7 +26,8 @@ CITATION = re.compile(
     rf"\b(?P<doc>design(?:\.md)?|(?:chartgen-)?contract(?:\.md)?)\s?§\s?(?P<spans>{SPAN}(?:\s*,\s*§\s?{SPAN})*)"
 )
 DOC_PATH = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)\b")
-FOREIGN = ("ecosystem-notes", "style.md", "../shared", "seeds/", "/work/")
+FOREIGN = ("ecosystem-notes", "style.md", "../shared", "seeds/")
+"""Names of files the repository does not contain (the product documents kept outside it)."""
 
 
 def _files(*patterns: str) -> list[Path]:

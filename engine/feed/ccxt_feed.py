@@ -35,10 +35,10 @@ from typing import Any
 
 import structlog
 
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.health import LastError, from_exception, log_refusal, retry_delay
 from engine.feed.messages import KlineUpdate, parse_stream_name
 from engine.feed.protocol import StreamSink
+from engine.feed.stream_settings import StreamSettings
 from engine.market_data.binance_rest import KLINES_MAX_LIMIT, KlineRow
 from engine.market_data.errors import REFUSED_STATUSES, MarketDataError, RateLimited
 from engine.market_data.intervals import interval_seconds, to_binance

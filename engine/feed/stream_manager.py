@@ -16,9 +16,10 @@ from typing import Any
 
 import aiohttp
 
-from engine.feed.binance_streams import StreamConnection, StreamSettings
+from engine.feed.binance_streams import StreamConnection
 from engine.feed.health import LastError
 from engine.feed.protocol import StreamSink
+from engine.feed.stream_settings import StreamSettings
 
 
 class StreamManager:

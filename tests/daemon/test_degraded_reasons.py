@@ -21,9 +21,9 @@ from brokers.simulator.faults import RESTRICTED_LOCATION_MSG
 from config.settings import load_settings
 from daemon.engine_runtime import engine_config
 from daemon.modes import announce_not_ready, daemon_readiness, daemon_status, status_line
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.health import REFUSED_HINT
 from engine.feed.stream_manager import StreamManager
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from tests.engine.test_refused_location import until

@@ -18,9 +18,9 @@ import aiohttp
 import ccxt.pro  # noqa: F401 - imported, never skipped: a broken ccxt.pro must fail the run
 import pytest
 
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
 from engine.feed.messages import KlineUpdate
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.errors import MarketDataError
 from tests.engine.test_live_engine_sim import MARKETS, SYMBOLS, WINDOW, Sim, in_sync, started

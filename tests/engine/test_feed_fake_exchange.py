@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestServer
 
 from engine.bars import Bars
 from engine.events import BarClosed, IndicatorsUpdated, Tick
-from engine.feed.binance_streams import StreamSettings
+from engine.feed.stream_settings import StreamSettings
 from engine.indicators.base import IndicatorDef
 from engine.indicators.model import Dot, Line, PanelResult
 from engine.indicators.registry import IndicatorRequest

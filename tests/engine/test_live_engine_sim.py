@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from brokers.simulator import app as sim_app  # imported, never skipped: a broken simulator must fail the run
-from engine.feed.binance_streams import StreamSettings
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.rate_gate import RateGate

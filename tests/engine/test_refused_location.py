@@ -19,10 +19,10 @@ import pytest
 
 import brokers.simulator.app as sim_app
 from brokers.simulator.faults import RESTRICTED_LOCATION_MSG
-from engine.feed.binance_streams import StreamSettings
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange, refusal_status
 from engine.feed.health import REFUSED_HINT, LastError
 from engine.feed.stream_manager import StreamManager
+from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
