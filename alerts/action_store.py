@@ -19,6 +19,7 @@ import orjson
 
 from alerts.actions import ActionRefused, pending_outcome, refused_outcome
 from alerts.models import Alert
+from alerts.outbox_store import set_action_in
 from config.database import Database
 
 CommitAction = Callable[[sqlite3.Connection, Any], None]
@@ -119,6 +120,7 @@ def _record_sync(conn: sqlite3.Connection, alert_id: str, outcome: dict[str, Any
         conn.execute(
             "UPDATE notifications SET payload = ? WHERE alert_id = ?", (orjson.dumps(payload).decode(), alert_id)
         )
+    set_action_in(conn, alert_id, outcome)
     updated = None
     for seq, principal, frame_text, delivered in conn.execute(
         "SELECT seq, principal, frame, delivered FROM push_queue WHERE alert_id = ?", (alert_id,)

@@ -154,6 +154,8 @@ class Subscription(BaseModel):
     principal: str
     symbols: tuple[str, ...] | None = None
     alert_types: tuple[str, ...] | None = None
+    channels: tuple[str, ...] | None = None
+    """Notification channels (``[channels.NAME]``) this principal routes its matching notifications to."""
 
     def matches(self, alert: Alert) -> bool:
         if self.symbols is not None and alert.symbol not in self.symbols:

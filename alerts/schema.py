@@ -4,6 +4,9 @@ Step 1: alerts, the audit of how each ended, the poll queue, push subscriptions 
 queue.  Step 2: ``alert_actions`` — one row per fired alert that carried an action, written in
 the firing transaction: the action's client order id and its outcome (``pending`` until the
 exchange answered or the order service resolved it after a restart, then ``done``).
+Step 3: ``outbox`` — one row per (notification channel, notification) written in the firing
+transaction, delivered by the channel sender (alerts.channels); ``push_subscriptions.channels``
+— the channels a principal routes its own notifications to.
 """
 
 from __future__ import annotations
@@ -78,6 +81,28 @@ MIGRATIONS = Migrations(
                 at REAL NOT NULL
             );
             CREATE INDEX alert_actions_pending ON alert_actions (state) WHERE state = 'pending'
+            """,
+        ),
+        (
+            3,
+            """
+            CREATE TABLE outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                channel TEXT NOT NULL,
+                notification_id TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_at REAL NOT NULL,
+                last_error TEXT,
+                done_at REAL,
+                UNIQUE (channel, notification_id)
+            );
+            CREATE INDEX outbox_pending ON outbox (channel, id) WHERE state = 'pending';
+            CREATE INDEX outbox_notification ON outbox (notification_id);
+            ALTER TABLE push_subscriptions ADD COLUMN channels TEXT
             """,
         ),
     ),

@@ -17,9 +17,9 @@ import structlog
 
 from alerts.actions import ActionExecutor
 from alerts.evaluator import AlertEvaluator
-from alerts.models import ALERT_KINDS, Alert, Subscription
+from alerts.models import Alert, Subscription
 from alerts.push import PushHub
-from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
+from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
 from alerts.store import AlertStore
 from engine.market_data.errors import MarketDataError
 
@@ -42,6 +42,7 @@ class AlertService:
         check_symbol: SymbolCheck | None = None,
         executor: ActionExecutor | None = None,
         max_alerts_per_principal: int = 10_000,
+        channels: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -52,6 +53,8 @@ class AlertService:
         self.executor = executor
         """The order path that validates alert actions (None: actions are refused — no --trade)."""
         self.max_alerts = max_alerts_per_principal
+        self.channels = channels
+        """Names of the configured notification channels a principal may route to."""
         self._clock = clock
 
     async def start(self) -> int:
@@ -154,24 +157,32 @@ class AlertService:
     async def get_notifications(self, principal: str) -> list[dict[str, Any]]:
         return await self.store.drain(principal)
 
-    async def subscribe(self, principal: str, args: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(args) - {"symbols", "alert_types"}
-        if unknown:
-            raise AlertInputError(f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols and alert_types")
-        symbols = parse_filter("symbols", args.get("symbols"))
-        types = parse_filter("alert_types", args.get("alert_types"), allowed=ALERT_KINDS)
-        return await self.subscribe_to(principal, symbols, types)
-
     async def subscribe_to(
-        self, principal: str, symbols: tuple[str, ...] | None, types: tuple[str, ...] | None
+        self,
+        principal: str,
+        symbols: tuple[str, ...] | None,
+        types: tuple[str, ...] | None,
+        channels: tuple[str, ...] | None = None,
     ) -> dict[str, Any]:
-        """Push subscription with filters already read (None: everything)."""
-        await self.store.subscribe(Subscription(principal=principal, symbols=symbols, alert_types=types), self._clock())
-        return {
+        """Push subscription with filters already read (None: everything); ``channels``: the principal's own
+        notification channels (names of the operator's ``[channels.NAME]``) that also get the matching ones."""
+        unknown = [c for c in channels or () if c not in self.channels]
+        if unknown:
+            known = ", ".join(sorted(self.channels)) or "none are configured"
+            raise AlertInputError(
+                f"channels: unknown channel(s) {unknown[:5]}; the configured channels are: {known} "
+                "(the operator adds [channels.NAME] tables to the configuration file)"
+            )
+        sub = Subscription(principal=principal, symbols=symbols, alert_types=types, channels=channels)
+        await self.store.subscribe(sub, self._clock())
+        out: dict[str, Any] = {
             "status": "subscribed",
             "symbols": None if symbols is None else list(symbols),
             "alert_types": None if types is None else list(types),
         }
+        if channels is not None:
+            out["channels"] = list(channels)
+        return out
 
     async def unsubscribe(self, principal: str) -> dict[str, Any]:
         removed = await self.store.unsubscribe(principal)
@@ -185,6 +196,7 @@ class AlertService:
             "subscribed": True,
             "symbols": None if sub.symbols is None else list(sub.symbols),
             "alert_types": None if sub.alert_types is None else list(sub.alert_types),
+            **({} if sub.channels is None else {"channels": list(sub.channels)}),
             "offline_queue_size": await self.store.offline_size(principal, self._clock()),
             "connected": self.hub.connected(principal),
         }

@@ -24,7 +24,9 @@ import orjson
 
 from alerts.action_store import CommitAction, PlannedAction, commit_actions_in
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
+from alerts.outbox_store import ChannelRouting, OutboxRow, enqueue_in
 from alerts.schema import MIGRATIONS
+from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscription_of
 from config.database import Database
 
 __all__ = ["MIGRATIONS", "AlertStore", "Fired", "QueueLimits", "QueuedFrame"]
@@ -42,14 +44,6 @@ class Fired:
     push_data: str | None
     action: dict[str, Any] | None = None
     """The action's provisional outcome entry (Pending with its order id, or Refused) for an action alert."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueuedFrame:
-    seq: int
-    alert_id: str
-    data: str
-    enqueued_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +87,13 @@ def _alert_row(alert: Alert) -> tuple[Any, ...]:
     )
 
 
-class AlertStore:
+class AlertStore(SubscriptionQueries):
     """Persistence of alerts, notifications and push queues (one database, owned tables)."""
 
-    def __init__(self, db: Database, limits: QueueLimits | None = None) -> None:
+    def __init__(self, db: Database, limits: QueueLimits | None = None, routing: ChannelRouting | None = None) -> None:
         self.db = db
         self.limits = limits or QueueLimits()
+        self.routing = routing or ChannelRouting()
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
@@ -213,8 +208,9 @@ class AlertStore:
         for chunk in _chunks(principals):
             marks = ",".join("?" * len(chunk))
             for row in conn.execute(f"SELECT * FROM push_subscriptions WHERE principal IN ({marks})", list(chunk)):
-                subs[row["principal"]] = _subscription(row)
-        pushed = [aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])]
+                subs[row["principal"]] = subscription_of(row)
+        matched = {aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])}
+        pushed = [aid for aid in live if aid in matched]
         seqs: dict[str, int] = {}
         if pushed:
             row = conn.execute(
@@ -254,6 +250,7 @@ class AlertStore:
                 for x in out
             ],
         )
+        self._enqueue_channels(conn, out, subs, matched, now)
         if seqs:
             conn.executemany(
                 "INSERT OR IGNORE INTO push_queue (seq, principal, alert_id, frame, enqueued_at)"
@@ -263,6 +260,23 @@ class AlertStore:
         for principal in principals:
             self._trim_sync(conn, principal)
         return out
+
+    def _enqueue_channels(
+        self, conn: sqlite3.Connection, out: list[Fired], subs: dict[str, Subscription], matched: set[str], now: float
+    ) -> None:
+        """One outbox row per channel of each fired alert (same transaction as the firing)."""
+        if not self.routing.known:
+            return
+        rows: list[OutboxRow] = []
+        for x in out:
+            aid = x.alert.id
+            own = subs[x.alert.principal].channels if aid in matched else None
+            channels = self.routing.for_alert(own)
+            if not channels:
+                continue
+            data = x.push_data or _dumps(push_frame(x.alert, x.firing, x.action))
+            rows.extend(OutboxRow(c, aid, x.alert.principal, data, now) for c in channels)
+        enqueue_in(conn, rows)
 
     def _trim_sync(self, conn: sqlite3.Connection, principal: str) -> None:
         """Enforce the caps: keep the newest ``push_cap`` frames and ``poll_cap`` notifications."""
@@ -307,79 +321,6 @@ class AlertStore:
                     "DELETE FROM notifications WHERE principal = ? AND rowid <= ?", (principal, rows[-1][0])
                 )
         return [orjson.loads(r["payload"]) for r in rows]
-
-    # --- subscriptions and push queue ------------------------------------------------------
-    async def subscribe(self, sub: Subscription, now: float) -> None:
-        async with self.db.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO push_subscriptions (principal, symbols, alert_types, updated_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (principal) DO UPDATE SET symbols = excluded.symbols,"
-                " alert_types = excluded.alert_types, updated_at = excluded.updated_at",
-                (
-                    sub.principal,
-                    None if sub.symbols is None else _dumps(list(sub.symbols)),
-                    None if sub.alert_types is None else _dumps(list(sub.alert_types)),
-                    now,
-                ),
-            )
-
-    async def unsubscribe(self, principal: str) -> bool:
-        async with self.db.transaction() as tx:
-            cur = await tx.execute("DELETE FROM push_subscriptions WHERE principal = ?", (principal,))
-            removed = cur.rowcount > 0
-            await tx.execute("DELETE FROM push_queue WHERE principal = ?", (principal,))
-        return removed
-
-    async def subscription(self, principal: str) -> Subscription | None:
-        row = await self.db.fetchone("SELECT * FROM push_subscriptions WHERE principal = ?", (principal,))
-        return None if row is None else _subscription(row)
-
-    async def queued(self, principal: str, *, after_seq: int | None, now: float) -> list[QueuedFrame]:
-        """Frames to send a new stream: those after ``after_seq`` (Last-Event-ID), else the undelivered ones."""
-        horizon = now - self.limits.push_ttl_s
-        if after_seq is None:
-            sql = (
-                "SELECT seq, alert_id, frame, enqueued_at FROM push_queue"
-                " WHERE principal = ? AND delivered = 0 AND enqueued_at > ? ORDER BY seq"
-            )
-            args: tuple[Any, ...] = (principal, horizon)
-        else:
-            sql = (
-                "SELECT seq, alert_id, frame, enqueued_at FROM push_queue"
-                " WHERE principal = ? AND seq > ? AND enqueued_at > ? ORDER BY seq"
-            )
-            args = (principal, after_seq, horizon)
-        rows = await self.db.fetchall(sql, args)
-        return [QueuedFrame(int(r["seq"]), r["alert_id"], r["frame"], float(r["enqueued_at"])) for r in rows]
-
-    async def offline_size(self, principal: str, now: float) -> int:
-        row = await self.db.fetchone(
-            "SELECT COUNT(*) AS n FROM push_queue WHERE principal = ? AND delivered = 0 AND enqueued_at > ?",
-            (principal, now - self.limits.push_ttl_s),
-        )
-        return int(row["n"]) if row is not None else 0
-
-    async def mark_delivered(self, principal: str, seqs: Iterable[int]) -> None:
-        rows = [(principal, s) for s in seqs]
-        if rows:
-            async with self.db.transaction() as tx:
-                await tx.executemany("UPDATE push_queue SET delivered = 1 WHERE principal = ? AND seq = ?", rows)
-
-    async def sweep(self, now: float) -> int:
-        """Drop push frames older than the TTL; returns how many."""
-        async with self.db.transaction() as tx:
-            cur = await tx.execute("DELETE FROM push_queue WHERE enqueued_at <= ?", (now - self.limits.push_ttl_s,))
-            return cur.rowcount
-
-
-def _subscription(row: Any) -> Subscription:
-    symbols = row["symbols"]
-    types = row["alert_types"]
-    return Subscription(
-        principal=row["principal"],
-        symbols=None if symbols is None else tuple(orjson.loads(symbols)),
-        alert_types=None if types is None else tuple(orjson.loads(types)),
-    )
 
 
 def now_s() -> float:

@@ -13,9 +13,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from config.channels import ChannelSettings, resolve_channels
 from config.toml_source import TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
@@ -135,6 +136,12 @@ class Settings(BaseSettings):
     """Interval of ': keepalive' comments on idle notification streams."""
     max_streams_per_principal: int = Field(default=8, ge=1, le=1000)
     """Open notification streams (GET /mcp, /sse) one token may hold; a new one past it closes the oldest."""
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+    """Notification channels, ``[channels.NAME]`` tables with kind = "webhook" | "telegram" | "ntfy" (README)."""
+    notify_all_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Channels that receive every principal's notifications (names of [channels.NAME] tables)."""
+    channel_max_age_s: float = Field(default=86400.0, gt=0, le=30 * 86400)
+    """How long a channel delivery is retried before it is marked failed (/status, /metrics, dashboard)."""
 
     # --- OAuth (remote clients such as Claude.ai connectors) -------------------------------
     oauth_enabled: bool = True
@@ -216,7 +223,7 @@ class Settings(BaseSettings):
             raise ValueError(f"tool_groups: name at least one of {', '.join(known)}")
         return v
 
-    @field_validator("oauth_redirect_hosts", "trusted_proxies", mode="before")
+    @field_validator("oauth_redirect_hosts", "trusted_proxies", "notify_all_channels", mode="before")
     @classmethod
     def _split_hosts(cls, v: Any) -> Any:
         return _split_list(v, upper=False)
@@ -272,6 +279,12 @@ class Settings(BaseSettings):
         if "://" not in v:
             raise ValueError(f"{v!r} is not a URL; expected e.g. https://api.binance.com")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _resolve_channels(self) -> Settings:
+        """Channel secrets filled in from systemd credentials; a channel that cannot work is refused by key."""
+        self.channels = resolve_channels(self.channels, self.notify_all_channels)
+        return self
 
     @classmethod
     def settings_customise_sources(

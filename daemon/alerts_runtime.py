@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from alerts.action_runner import ActionRunner
 from alerts.action_store import ActionOutcomes
 from alerts.evaluator import AlertEvaluator
+from alerts.outbox_store import ChannelRouting
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore, QueueLimits
@@ -50,7 +51,8 @@ async def running_alerts(
     limits = QueueLimits(
         push_cap=settings.notify_queue_cap, push_ttl_s=settings.notify_queue_ttl_s, poll_cap=settings.notify_poll_cap
     )
-    store = AlertStore(db, limits)
+    routing = ChannelRouting(known=frozenset(settings.channels), all_principals=tuple(settings.notify_all_channels))
+    store = AlertStore(db, limits, routing)
     hub = PushHub(store.mark_delivered)
     executor = OrderActionExecutor(orders) if orders is not None else None
     runner = ActionRunner(executor, ActionOutcomes(db), hub, trades_log.append) if executor is not None else None
@@ -63,6 +65,7 @@ async def running_alerts(
         check_symbol=symbols.check if symbols is not None else None,
         executor=executor,
         max_alerts_per_principal=settings.alerts_max_per_client,
+        channels=routing.known,
     )
     await service.start()
     supervisor.start("alert-evaluator", evaluator.run)

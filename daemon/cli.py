@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings_from(ns)
     except (ValidationError, ConfigFileError) as exc:
-        print(f"chartgen: error: invalid settings: {exc}", file=sys.stderr)
+        print(f"chartgen: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
     if ns.mcp or ns.serve or ns.trade:
@@ -194,3 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def settings_problems(exc: ValidationError | ConfigFileError) -> str:
+    """The settings errors as "key: problem" in one line each, without the offending input (it may hold a secret)."""
+    if isinstance(exc, ConfigFileError):
+        return str(exc)
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        key = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{key}: {msg}" if key and not msg.startswith(key) else msg)
+    return "; ".join(lines)

@@ -306,7 +306,8 @@ TOOLS: tuple[types.Tool, ...] = (
         name="subscribe_notifications",
         description=(
             "Receive fired alerts as push notifications (notifications/alert_triggered) on your open MCP "
-            "streams, optionally only for some symbols or alert types; missed ones are queued."
+            "streams, optionally only for some symbols or alert types; missed ones are queued. With channels, "
+            "they are also sent to those notification channels (webhook, Telegram, ntfy)."
         ),
         input_schema=_obj(
             {
@@ -315,6 +316,14 @@ TOOLS: tuple[types.Tool, ...] = (
                     "type": "array",
                     "items": {"type": "string", "enum": ["price_above", "price_below", "indicator_signal"]},
                     "description": "Omit for all types",
+                },
+                "channels": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": (
+                        "Also deliver the matching notifications to these notification channels (names of the "
+                        "operator's [channels.NAME] settings: webhook, Telegram, ntfy)"
+                    ),
                 },
             }
         ),

@@ -73,21 +73,23 @@ class CancelAlertArgs(OneIdArgs):
 
 
 class SubscribeArgs(WireArgs):
-    WIRE = ("symbols", "alert_types")
+    WIRE = ("symbols", "alert_types", "channels")
     symbols: tuple[str, ...] | None
     alert_types: tuple[str, ...] | None
+    channels: tuple[str, ...] | None
 
     @classmethod
     def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(raw) - {"symbols", "alert_types"}
+        unknown = set(raw) - set(cls.WIRE)
         with alert_errors():
             if unknown:
                 raise AlertInputError(
-                    f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols and alert_types"
+                    f"unknown argument(s) {sorted(map(str, unknown))[:5]}; use symbols, alert_types and channels"
                 )
             return {
                 "symbols": parse_filter("symbols", raw.get("symbols")),
                 "alert_types": parse_filter("alert_types", raw.get("alert_types"), allowed=ALERT_KINDS),
+                "channels": parse_filter("channels", raw.get("channels")),
             }
 
 
@@ -119,7 +121,7 @@ async def get_notifications(ctx: ToolContext, args: GetNotificationsArgs) -> Too
 
 
 async def subscribe(ctx: ToolContext, args: SubscribeArgs) -> ToolResult:
-    return await _answer(_svc(ctx).subscribe_to(ctx.require_principal(), args.symbols, args.alert_types))
+    return await _answer(_svc(ctx).subscribe_to(ctx.require_principal(), args.symbols, args.alert_types, args.channels))
 
 
 async def unsubscribe(ctx: ToolContext, args: UnsubscribeArgs) -> ToolResult:
