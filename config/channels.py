@@ -9,13 +9,13 @@ start-up and turns every problem into a :class:`ChannelSettingsError` naming the
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from config.credentials import read_credential
 
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 TELEGRAM_API_URL = "https://api.telegram.org"
@@ -96,14 +96,6 @@ class ChannelSettingsError(ValueError):
     """A channel setting that cannot work; the message names the key and the fix."""
 
 
-def _credential(name: str) -> str | None:
-    creds = os.environ.get("CREDENTIALS_DIRECTORY")
-    if not creds:
-        return None
-    path = Path(creds) / name
-    return path.read_text().strip() or None if path.is_file() else None
-
-
 def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]) -> dict[str, ChannelSettings]:
     """The channels with their secrets filled in from systemd credentials; every problem raised, naming its key."""
     out: dict[str, ChannelSettings] = {}
@@ -113,7 +105,7 @@ def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]
                 f"channels.{name}: a channel name may use letters, digits, '_' and '-' (at most 40); rename the table"
             )
         if isinstance(channel, WebhookChannel):
-            secret = _credential(f"channel_{name}_secret") or (
+            secret = read_credential(f"channel_{name}_secret") or (
                 channel.secret.get_secret_value() if channel.secret else None
             )
             if not secret:
@@ -123,7 +115,7 @@ def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]
                 )
             out[name] = channel.model_copy(update={"secret": SecretStr(secret)})
         elif isinstance(channel, TelegramChannel):
-            token = _credential(f"channel_{name}_token") or (
+            token = read_credential(f"channel_{name}_token") or (
                 channel.bot_token.get_secret_value() if channel.bot_token else None
             )
             if not token:
@@ -133,7 +125,7 @@ def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]
                 )
             out[name] = channel.model_copy(update={"bot_token": SecretStr(token)})
         else:
-            token = _credential(f"channel_{name}_token") or (
+            token = read_credential(f"channel_{name}_token") or (
                 channel.token.get_secret_value() if channel.token else None
             )
             out[name] = channel.model_copy(update={"token": SecretStr(token) if token else None})

@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.channels import ChannelSettings, resolve_channels
+from config.credentials import read_credential
 from config.toml_source import TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
@@ -325,13 +326,8 @@ class Settings(BaseSettings):
 def _with_credentials(key: str | None, secret: str | None, prefix: str) -> tuple[str, str] | None:
     """(key, secret), each replaced by systemd's ``{prefix}_api_key`` / ``{prefix}_api_secret``
     credential when one exists; None unless both are known."""
-    creds = os.environ.get("CREDENTIALS_DIRECTORY")
-    if creds:
-        for name in (f"{prefix}_api_key", f"{prefix}_api_secret"):
-            path = Path(creds) / name
-            if path.is_file():
-                value = path.read_text().strip()
-                key, secret = (value, secret) if name.endswith("key") else (key, value)
+    key = read_credential(f"{prefix}_api_key") or key
+    secret = read_credential(f"{prefix}_api_secret") or secret
     return (key, secret) if key and secret else None
 
 

@@ -1,0 +1,21 @@
+"""systemd credentials (``LoadCredential=``): the one reader of ``$CREDENTIALS_DIRECTORY/NAME``.
+
+Used for exchange keys (``binance_api_key``, ``ccxt_api_secret``, …) and channel secrets
+(``channel_NAME_secret`` / ``channel_NAME_token``); a credential wins over the settings file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def read_credential(name: str) -> str | None:
+    """The stripped content of credential ``name``, or None when there is none (or it is empty)."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if not creds:
+        return None
+    path = Path(creds) / name
+    if not path.is_file():
+        return None
+    return path.read_text().strip() or None
