@@ -6,6 +6,7 @@ to with ``subscribe_notifications {"channels": [...]}`` (when the subscription's
 the alert).  :func:`enqueue_in` writes the rows on the firing transaction's connection, so a
 notification is in the outbox exactly when its alert has fired; :func:`set_action_in` puts an
 alert action's outcome into the undelivered rows in the transaction that records the outcome.
+:class:`OutboxStore` is the delivery side the channel senders (alerts.channels) use.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
+
+from config.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +68,105 @@ def set_action_in(conn: sqlite3.Connection, notification_id: str, outcome: dict[
         frame = orjson.loads(payload)
         frame["params"]["action"] = outcome
         conn.execute("UPDATE outbox SET payload = ? WHERE id = ?", (orjson.dumps(frame).decode(), row_id))
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One pending outbox row as the sender reads it."""
+
+    id: int
+    channel: str
+    notification_id: str
+    principal: str
+    payload: str
+    created_at: float
+    attempts: int
+    next_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCounts:
+    pending: int = 0
+    delivered: int = 0
+    failed: int = 0
+    oldest_pending_at: float | None = None
+
+
+class OutboxStore:
+    """The delivery side of the outbox: the head of a channel's queue and its state changes.
+
+    Each state change is one transaction; delivered marks are written in batches by the sender
+    (a crash between a 2xx and its mark re-sends that row: delivery is at-least-once)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def head(self, channel: str, limit: int = 200) -> list[Delivery]:
+        """The channel's oldest pending rows, in id (= firing) order."""
+        rows = await self.db.fetchall(
+            "SELECT id, channel, notification_id, principal, payload, created_at, attempts, next_at FROM outbox"
+            " WHERE channel = ? AND state = 'pending' ORDER BY id LIMIT ?",
+            (channel, limit),
+        )
+        return [
+            Delivery(
+                int(r["id"]),
+                r["channel"],
+                r["notification_id"],
+                r["principal"],
+                r["payload"],
+                float(r["created_at"]),
+                int(r["attempts"]),
+                float(r["next_at"]),
+            )
+            for r in rows
+        ]
+
+    async def payload(self, row_id: int) -> str | None:
+        """A row's current payload (an action outcome may have been written into it since it was read)."""
+        row = await self.db.fetchone("SELECT payload FROM outbox WHERE id = ? AND state = 'pending'", (row_id,))
+        return None if row is None else str(row["payload"])
+
+    async def delivered(self, row_ids: Sequence[int], now: float) -> None:
+        if row_ids:
+            async with self.db.transaction() as tx:
+                await tx.executemany(
+                    "UPDATE outbox SET state = 'delivered', attempts = attempts + 1, done_at = ?, last_error = NULL"
+                    " WHERE id = ? AND state = 'pending'",
+                    [(now, i) for i in row_ids],
+                )
+
+    async def retry_later(self, row_id: int, next_at: float, error: str) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_error = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (next_at, error[:500], row_id),
+            )
+
+    async def failed(self, row_id: int, now: float, error: str) -> None:
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "UPDATE outbox SET state = 'failed', done_at = ?, last_error = COALESCE(last_error, ?)"
+                " WHERE id = ? AND state = 'pending'",
+                (now, error[:500], row_id),
+            )
+
+    async def counts(self) -> dict[str, ChannelCounts]:
+        """Per channel: pending, delivered and failed rows and the creation time of the oldest pending one."""
+        rows = await self.db.fetchall(
+            "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
+        )
+        out: dict[str, dict[str, object]] = {}
+        for r in rows:
+            entry = out.setdefault(r["channel"], {})
+            entry[r["state"]] = int(r["n"])
+            if r["state"] == "pending":
+                entry["oldest_pending_at"] = float(r["oldest"])
+        return {name: ChannelCounts(**e) for name, e in out.items()}  # type: ignore[arg-type]
+
+    async def prune(self, before: float) -> int:
+        """Drop delivered and failed rows finished before ``before``; returns how many."""
+        async with self.db.transaction() as tx:
+            cur = await tx.execute("DELETE FROM outbox WHERE state != 'pending' AND done_at < ?", (before,))
+            return cur.rowcount

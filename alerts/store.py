@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,8 @@ class AlertStore(SubscriptionQueries):
         self.db = db
         self.limits = limits or QueueLimits()
         self.routing = routing or ChannelRouting()
+        self.on_enqueued: Callable[[], None] | None = None
+        """Called after a firing commit that wrote outbox rows (wakes the channel sender)."""
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
@@ -180,9 +182,12 @@ class AlertStore(SubscriptionQueries):
         (``plans`` from :meth:`ActionExecutor.prepare`, committed by ``commit_action``)."""
         if not firings:
             return []
-        return await self.db.run_transaction(
+        fired = await self.db.run_transaction(
             lambda conn: self._fire_sync(conn, firings, plans or {}, commit_action), durable=True
         )
+        if fired and self.routing.known and self.on_enqueued is not None:
+            self.on_enqueued()
+        return fired
 
     def _fire_sync(
         self,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from alerts.action_runner import ActionRunner
 from alerts.action_store import ActionOutcomes
+from alerts.channels.sender import OutboxSender
 from alerts.evaluator import AlertEvaluator
 from alerts.outbox_store import ChannelRouting
 from alerts.push import PushHub
@@ -18,6 +19,7 @@ from brokers.service import OrderService
 from config import Settings
 from config.database import Database
 from daemon.alert_actions import OrderActionExecutor
+from daemon.channels_runtime import running_channels
 from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
@@ -31,6 +33,7 @@ class AlertRuntime:
     evaluator: AlertEvaluator
     hub: PushHub
     service: AlertService
+    channels: OutboxSender | None = None
 
 
 @contextlib.asynccontextmanager
@@ -75,13 +78,14 @@ async def running_alerts(
     scheduler.every("push-queue-ttl", 60.0, _discard(lambda: store.sweep(time.time())))
     if runner is not None:
         scheduler.every("alert-action-outcomes", 5.0, _discard(runner.finish_pending))
-    try:
-        yield AlertRuntime(store, evaluator, hub, service)
-    finally:
-        if runner is not None:
-            await runner.close()
-        await hub.flush()
-        await evaluator.write_audit()
+    async with running_channels(settings, db=db, store=store, supervisor=supervisor, scheduler=scheduler) as sender:
+        try:
+            yield AlertRuntime(store, evaluator, hub, service, sender)
+        finally:
+            if runner is not None:
+                await runner.close()
+            await hub.flush()
+            await evaluator.write_audit()
 
 
 def engine_default_interval(settings: Settings) -> str:

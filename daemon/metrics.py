@@ -25,9 +25,10 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 class _StateCollector(Collector):
     """Gauges and counters read from the engine, alert evaluator and push hub at scrape time."""
 
-    def __init__(self, services: Services, queues: dict[str, float]) -> None:
+    def __init__(self, services: Services, queues: dict[str, float], channel_counts: dict[str, Any]) -> None:
         self.services = services
         self.queues = queues
+        self.channel_counts = channel_counts
 
     def collect(self) -> Iterator[Metric]:
         engine = self.services.engine
@@ -81,10 +82,33 @@ class _StateCollector(Collector):
             yield GaugeMetricFamily(
                 "chartgen_trading_halted", "1 while the operator's halt switch refuses every order", int(halt.halted)
             )
+        yield from _channel_metrics(self.services, self.channel_counts)
         depth = GaugeMetricFamily("chartgen_notification_queue_depth", "undelivered notifications", labels=["queue"])
         for queue, value in self.queues.items():
             depth.add_metric([queue], value)
         yield depth
+
+
+def _channel_metrics(services: Services, counts: dict[str, Any]) -> Iterator[Metric]:
+    """Per notification channel: outbox rows pending and failed, and delivery attempts by outcome."""
+    channels = services.channels
+    if channels is None:
+        return
+    pending = GaugeMetricFamily("chartgen_channel_pending", "outbox rows not yet delivered", labels=["channel"])
+    failed = GaugeMetricFamily(
+        "chartgen_channel_failed", "outbox rows given up after channel_max_age_s", labels=["channel"]
+    )
+    attempts = CounterMetricFamily(
+        "chartgen_channel_deliveries", "delivery attempts since start by outcome", labels=["channel", "outcome"]
+    )
+    for name, state in channels.states.items():
+        c = counts.get(name)
+        pending.add_metric([name], c.pending if c else 0)
+        failed.add_metric([name], c.failed if c else 0)
+        attempts.add_metric([name, "delivered"], state.delivered)
+        attempts.add_metric([name, "retried"], state.retried)
+        attempts.add_metric([name, "failed"], state.failed)
+    yield from (pending, failed, attempts)
 
 
 class DaemonMetrics:
@@ -107,7 +131,8 @@ class DaemonMetrics:
             registry=self.registry,
         )
         self._queues: dict[str, float] = {}
-        self.registry.register(_StateCollector(services, self._queues))
+        self._channel_counts: dict[str, Any] = {}
+        self.registry.register(_StateCollector(services, self._queues, self._channel_counts))
 
     def observe_tool(self, tool: str, outcome: str, seconds: float) -> None:
         self.tool_seconds.labels(tool, outcome).observe(seconds)
@@ -124,4 +149,8 @@ class DaemonMetrics:
             )
             if row is not None:
                 self._queues.update(push=float(row["push"]), poll=float(row["poll"]))
+        channels = self.services.channels
+        if channels is not None:
+            self._channel_counts.clear()
+            self._channel_counts.update(await channels.store.counts())
         return generate_latest(self.registry)

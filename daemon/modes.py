@@ -134,7 +134,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             push_hub=services.push,
             push_store=services.alerts.store if services.alerts is not None else None,
             keepalive_s=settings.sse_keepalive_s,
-            status=lambda: daemon_status(services),
+            status=lambda: daemon_status_with_channels(services),
             max_unauthenticated_body_bytes=settings.max_unauthenticated_body_bytes,
             max_streams_per_principal=settings.max_streams_per_principal,
             metrics_require_token=settings.metrics_require_token,
@@ -255,6 +255,14 @@ def daemon_status(services: Services) -> dict[str, Any]:
     halt = getattr(services, "halt", None)
     if halt is not None:
         out["trading"] = halt.state.public()
+    return out
+
+
+async def daemon_status_with_channels(services: Services) -> dict[str, Any]:
+    """GET /status: :func:`daemon_status` plus every notification channel's delivery state."""
+    out = daemon_status(services)
+    if services.channels is not None:
+        out["channels"] = await services.channels.status()
     return out
 
 

@@ -35,6 +35,7 @@ The edge rules (issue 12), in the order a request meets them:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -294,7 +295,7 @@ def build_http_app(
     push_hub: PushHub | None = None,
     push_store: AlertStore | None = None,
     keepalive_s: float = 30.0,
-    status: Callable[[], dict[str, Any]] | None = None,
+    status: Callable[[], dict[str, Any] | Awaitable[dict[str, Any]]] | None = None,
     extra_routes: list[BaseRoute] | None = None,
     www_authenticate: str = WWW_AUTHENTICATE,
     metrics: Callable[[], Awaitable[bytes]] | None = None,
@@ -357,7 +358,8 @@ def build_http_app(
                 return Response(
                     problem, status_code=_status_for(problem), headers={"www-authenticate": www_authenticate}
                 )
-        return JSONResponse(status() if status is not None else {})
+        body = status() if status is not None else {}
+        return JSONResponse(await body if inspect.isawaitable(body) else body)
 
     async def metrics_route(request: Request) -> Response:
         """Prometheus exposition: direct loopback scrapers freely, others with a valid bearer token."""

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
+from alerts.channels.sender import OutboxSender
 from alerts.push import PushHub
 from alerts.service import AlertService
 from brokers.halt_switch import HaltSwitch
@@ -40,6 +41,8 @@ class Services:
     """Alerts and notifications (``--trade``), or None."""
     push: PushHub | None = None
     """Open notification streams (``--trade``), or None."""
+    channels: OutboxSender | None = None
+    """The notification channels' sender (``--trade`` with ``[channels.NAME]`` settings), or None."""
     orders: OrderService | None = None
     """Orders, positions and balances (``--trade``), or None."""
     prompts: PromptData | None = None

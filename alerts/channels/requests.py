@@ -1,0 +1,56 @@
+"""One HTTP request per delivery, by channel kind (webhook, Telegram Bot API, ntfy).
+
+The webhook body is the outbox payload's bytes unchanged (what the signature covers); Telegram
+gets ``sendMessage`` JSON with the plain text; ntfy gets the text with Title/Priority/Tags
+headers (ntfy's documented publishing headers) and a bearer token for a protected topic.
+Every request carries ``Idempotency-Key: <notification id>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from alerts.channels import messages
+from config.channels import ChannelSettings, NtfyChannel, TelegramChannel, WebhookChannel
+
+USER_AGENT = "chartgen"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRequest:
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def build(channel: ChannelSettings, notification_id: str, payload: str, now: float) -> ChannelRequest:
+    """The request delivering ``payload`` (a push frame's JSON text) on ``channel``."""
+    headers = {"Idempotency-Key": notification_id, "User-Agent": USER_AGENT}
+    if isinstance(channel, WebhookChannel):
+        body = payload.encode()
+        assert channel.secret is not None  # resolve_channels guarantees it
+        headers["Content-Type"] = "application/json"
+        headers[messages.SIGNATURE_HEADER] = messages.signature(channel.secret.get_secret_value(), int(now), body)
+        return ChannelRequest(channel.url, headers, body)
+    frame = orjson.loads(payload)
+    if isinstance(channel, TelegramChannel):
+        assert channel.bot_token is not None
+        body = orjson.dumps(
+            {"chat_id": channel.chat_id, "text": messages.text(frame), "disable_web_page_preview": True}
+        )
+        headers["Content-Type"] = "application/json"
+        url = f"{channel.api_url}/bot{channel.bot_token.get_secret_value()}/sendMessage"
+        return ChannelRequest(url, headers, body)
+    assert isinstance(channel, NtfyChannel)
+    params = frame.get("params") or {}
+    headers |= {
+        "Title": messages.title(params),
+        "Priority": str(channel.priority),
+        "Tags": messages.tags(params),
+        "Content-Type": "text/plain; charset=utf-8",
+    }
+    if channel.token is not None:
+        headers["Authorization"] = f"Bearer {channel.token.get_secret_value()}"
+    return ChannelRequest(channel.url, headers, messages.text(frame).encode())

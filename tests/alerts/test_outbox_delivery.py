@@ -1,0 +1,255 @@
+"""The outbox sender against local receivers that fail, stall, answer 429 and go down: every
+notification reaches every channel at least once, in firing order per channel, duplicates with the
+same idempotency key; an hour-long outage (manual clock) is caught up; rows past the age limit are
+marked failed and reported; Retry-After and Telegram's retry_after are honoured."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from alerts.channels.messages import verify_signature
+from alerts.channels.sender import ACTION_HOLD_S, OutboxSender
+from alerts.models import Alert, Firing
+from alerts.outbox_store import ChannelRouting, OutboxRow, OutboxStore, enqueue_in, set_action_in
+from alerts.store import AlertStore
+from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
+from config.database import Database
+from daemon.database import ALL_MIGRATIONS
+from tests.support.channel_receivers import Receiver
+
+pytestmark = pytest.mark.timeout(90)
+SECRET = "whsec-test"
+
+
+class ManualClock:
+    """Time that moves only when the sender sleeps (and an outage that ends at a set time)."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+        self.back: list[tuple[float, Receiver]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        for at, receiver in list(self.back):
+            if self.now >= at:
+                await receiver.come_back()
+                self.back.remove((at, receiver))
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def db() -> AsyncIterator[Database]:
+    database = await Database.open(":memory:")
+    await database.migrate(ALL_MIGRATIONS)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def receivers(clock: ManualClock) -> AsyncIterator[dict[str, Receiver]]:
+    made = {
+        "hook": await Receiver("webhook", clock=clock, seed=1).start(),
+        "tg": await Receiver("telegram", clock=clock, seed=2).start(),
+        "topic": await Receiver("ntfy", clock=clock, seed=3).start(),
+    }
+    try:
+        yield made
+    finally:
+        for r in made.values():
+            await r.close()
+
+
+def channels_for(receivers: dict[str, Receiver], timeout_s: float = 0.3) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, r in receivers.items():
+        if r.kind == "webhook":
+            out[name] = WebhookChannel(kind="webhook", url=r.url, secret=SECRET, timeout_s=timeout_s)
+        elif r.kind == "telegram":
+            out[name] = TelegramChannel(
+                kind="telegram", api_url=r.url, bot_token="1:tok", chat_id="42", timeout_s=timeout_s
+            )
+        else:
+            out[name] = NtfyChannel(kind="ntfy", url=r.url, timeout_s=timeout_s)
+    return out
+
+
+async def fire_alerts(db: Database, names: list[str], n: int, clock: ManualClock) -> list[str]:
+    """``n`` alerts fired one by one (firing order = id order), routed to every channel in ``names``."""
+    store = AlertStore(db, routing=ChannelRouting(known=frozenset(names), all_principals=tuple(names)))
+    ids = []
+    for i in range(n):
+        a = Alert(
+            id=f"{i:04d}-{uuid.uuid4().hex[:8]}",
+            principal=f"p{i % 3}",
+            symbol="BTCUSDT",
+            interval="1m",
+            kind="price_above",
+            threshold=70_000.0 + i,
+            created_at=clock(),
+            note=f"note {i}",
+        )
+        await store.insert(a)
+        await store.fire([Firing(alert_id=a.id, value=70_001.0 + i, triggered_at=clock())])
+        ids.append(a.id)
+    return ids
+
+
+def sender(db: Database, receivers: dict[str, Receiver], clock: ManualClock, **kw: object) -> OutboxSender:
+    return OutboxSender(
+        OutboxStore(db),
+        channels_for(receivers),  # type: ignore[arg-type]
+        max_age_s=float(kw.pop("max_age_s", 86400.0)),  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.sleep,
+        rng=random.Random(7),
+    )
+
+
+async def test_every_notification_reaches_every_channel_once_or_more_in_order(
+    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+) -> None:
+    for r in receivers.values():
+        r.chaos = 0.3  # fail, stall or 429 at random (seeded)
+    ids = await fire_alerts(db, list(receivers), 40, clock)
+    out = sender(db, receivers, clock)
+    await out.run(until_empty=True)
+    for name, r in receivers.items():
+        assert r.first_delivery_order() == ids, name  # all of them, in firing order
+        assert {x.key for x in r.requests} <= set(ids)  # every attempt carries its notification id
+        assert len(r.requests) > len(ids), "the chaos should have caused retries"
+    hook = receivers["hook"]
+    for req in hook.delivered():
+        assert verify_signature(SECRET, req.headers["X-Chartgen-Signature"], req.body, clock(), tolerance_s=10**9)
+        assert orjson.loads(req.body)["params"]["alert_id"] == req.key
+    status = await out.status()
+    assert all(s["pending"] == 0 and s["delivered"] == 40 and s["failed"] == 0 for s in status.values())
+
+
+async def test_a_receiver_down_for_an_hour_gets_everything_afterwards(
+    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+) -> None:
+    hook = {"hook": receivers["hook"]}
+    await hook["hook"].go_down()  # connection refused
+    clock.back.append((clock() + 3600, hook["hook"]))
+    ids = await fire_alerts(db, ["hook"], 5, clock)
+    start = clock()
+    await sender(db, hook, clock).run(until_empty=True)
+    assert hook["hook"].first_delivery_order() == ids
+    assert clock() - start >= 3600
+    assert clock() - start < 3600 + 600, "backoff is capped at 5 minutes"
+
+
+async def test_rows_past_the_age_limit_are_marked_failed_and_the_next_ones_go(
+    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+) -> None:
+    hook = {"hook": receivers["hook"]}
+    hook["hook"].down_until = clock() + 700  # 503 for 700 s
+    old = await fire_alerts(db, ["hook"], 2, clock)
+    later = clock() + 300
+    new: list[str] = []
+    real_sleep = clock.sleep
+
+    async def sleep(seconds: float) -> None:
+        await real_sleep(seconds)
+        if clock() >= later and not new:  # another alert fires while the receiver is still down
+            new.extend(await fire_alerts(db, ["hook"], 1, clock))
+
+    out = sender(db, hook, clock, max_age_s=600.0)
+    out._sleep = sleep
+    await out.run(until_empty=True)
+    assert hook["hook"].first_delivery_order() == new
+    status = (await out.status())["hook"]
+    assert status["failed"] == 2 and status["delivered"] == 1 and status["pending"] == 0
+    assert status["last_error"] == "HTTP 503"
+    failed = await db.fetchall("SELECT notification_id, last_error FROM outbox WHERE state = 'failed' ORDER BY id")
+    assert [r["notification_id"] for r in failed] == old
+    # the head was tried until it aged out; the one behind it was never tried (the head blocks the rest)
+    assert [r["last_error"] for r in failed] == ["HTTP 503", "not delivered within 600 s"]
+
+
+@pytest.mark.parametrize("name", ["hook", "tg"])
+async def test_retry_after_is_honoured(
+    db: Database, receivers: dict[str, Receiver], clock: ManualClock, name: str
+) -> None:
+    one = {name: receivers[name]}
+    one[name].retry_after_s = 30
+    one[name].forced = ["429"]
+    await fire_alerts(db, [name], 1, clock)
+    await sender(db, one, clock).run(until_empty=True)
+    first, second = one[name].requests
+    assert not first.ok and second.ok
+    assert second.at - first.at >= 30
+
+
+async def test_an_action_alert_waits_for_its_order_outcome(
+    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+) -> None:
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "notifications/alert_triggered",
+        "params": {
+            "alert_id": "a1",
+            "symbol": "BTCUSDT",
+            "interval": "1m",
+            "condition": {"type": "price_below", "threshold": 60000.0},
+            "value": 59990.0,
+            "triggered_at": "2027-01-15T08:00:00+00:00",
+            "bar_time": None,
+            "note": None,
+            "action": {"type": "place_order", "order_id": "cg-a1", "status": "Pending"},
+        },
+    }
+    row = OutboxRow("tg", "a1", "p", orjson.dumps(frame).decode(), clock())
+    await db.run_transaction(lambda conn: enqueue_in(conn, [row]))
+    filled = {"type": "place_order", "order_id": "cg-a1", "status": "Filled", "filled_quantity": "0.01"}
+    real_sleep = clock.sleep
+
+    async def outcome_arrives(seconds: float) -> None:
+        await db.run_transaction(lambda conn: set_action_in(conn, "a1", filled))
+        await real_sleep(seconds)
+
+    out = sender(db, {"tg": receivers["tg"]}, clock)
+    out._sleep = outcome_arrives
+    start = clock()
+    await out.run(until_empty=True)
+    (req,) = receivers["tg"].requests
+    assert clock() - start == pytest.approx(ACTION_HOLD_S)
+    text = orjson.loads(req.body)["text"]
+    assert "Order Filled 0.01" in text and "price below 60,000" in text and text.endswith("id: a1")
+
+
+async def test_wake_delivers_new_rows_without_polling(db: Database, receivers: dict[str, Receiver]) -> None:
+    """With the real clock: an idle sender delivers a row as soon as the firing commit wakes it."""
+    hook = {"hook": receivers["hook"]}
+    store = AlertStore(db, routing=ChannelRouting(known=frozenset({"hook"}), all_principals=("hook",)))
+    out = OutboxSender(OutboxStore(db), channels_for(hook), max_age_s=3600.0)  # type: ignore[arg-type]
+    store.on_enqueued = out.wake
+    task = asyncio.create_task(out.run())
+    try:
+        a = Alert(id="w1", principal="p", symbol="ETHUSDT", interval="1m", kind="price_above", threshold=1.0,
+                  created_at=time.time())  # fmt: skip
+        await store.insert(a)
+        await store.fire([Firing(alert_id="w1", value=2.0, triggered_at=time.time())])
+        async with asyncio.timeout(5):
+            await hook["hook"].arrived.wait()
+        assert hook["hook"].requests[0].key == "w1"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
