@@ -22,7 +22,8 @@ import structlog
 
 from alerts.action_store import ActionOutcomes, PlannedAction
 from alerts.actions import ActionExecutor, ActionRefused, action_client_id, refused_outcome
-from alerts.models import Alert
+from alerts.feed import NotificationFeed
+from alerts.models import Alert, notification_payload
 from alerts.push import PushHub
 from alerts.store import Fired
 
@@ -58,6 +59,8 @@ class ActionRunner:
         self.hub = hub
         self._audit = audit
         self._clock = clock
+        self.feed: NotificationFeed | None = None
+        """Where an outcome is announced to live viewers (set by the daemon with the dashboard's feed)."""
         self._sending: set[asyncio.Task[None]] = set()
         self.sent = 0
         self.refused = 0
@@ -126,6 +129,8 @@ class ActionRunner:
 
     async def _settle(self, alert_id: str, outcome: dict[str, Any], fired: Fired | None = None) -> None:
         updated = await self.outcomes.record(alert_id, outcome)
+        if self.feed is not None and fired is not None:
+            self.feed.publish(fired.alert.principal, notification_payload(fired.alert, fired.firing, outcome))
         if updated is not None:
             self.hub.publish(updated.principal, updated.seq, updated.data)
         elif fired is not None and fired.push_seq is not None and fired.push_data is not None:

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import structlog
 
 from alerts.action_runner import ActionRunner
-from alerts.models import Alert, Firing
+from alerts.feed import NotificationFeed
+from alerts.models import Alert, Firing, notification_payload
 from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
 from alerts.store import AlertStore, Fired
@@ -92,8 +93,11 @@ class AlertEvaluator:
         clock: Callable[[], float] = time.time,
         queue_size: int = 100_000,
         actions: ActionRunner | None = None,
+        feed: NotificationFeed | None = None,
     ) -> None:
         self.store = store
+        self.feed = feed
+        """Every firing, for live viewers (the dashboard); None: nobody watches."""
         self.actions = actions
         """Runs the order actions of action alerts (None: an action alert fires with a refusal)."""
         self._action_alerts: dict[str, Alert] = {}
@@ -278,6 +282,8 @@ class AlertEvaluator:
                 self.hub.publish(f.alert.principal, f.push_seq, f.push_data)
         for f in fired:
             self.fired += 1
+            if self.feed is not None:
+                self.feed.publish(f.alert.principal, notification_payload(f.alert, f.firing, f.action))
             self._action_alerts.pop(f.alert.id, None)
             if f.alert.kind == "indicator_signal" or f.alert.trigger == "close":
                 self.unindex(f.alert)

@@ -55,6 +55,8 @@ class AlertService:
         self.max_alerts = max_alerts_per_principal
         self.channels = channels
         """Names of the configured notification channels a principal may route to."""
+        self.listeners: list[Callable[[], None]] = []
+        """Called after an alert is set or cancelled (the dashboard refreshes its list)."""
         self._clock = clock
 
     async def start(self) -> int:
@@ -127,6 +129,7 @@ class AlertService:
             interval=alert.interval,
             action=action is not None,
         )
+        self._changed()
         out: dict[str, Any] = {"alert_id": alert.id}
         if action is not None:
             out["action"] = action
@@ -142,7 +145,12 @@ class AlertService:
     async def list_alerts(self, principal: str) -> list[dict[str, Any]]:
         return [a.listing() for a in await self.store.of_principal(principal)]
 
-    async def cancel_alert(self, principal: str, alert_id: Any) -> dict[str, Any]:
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+    async def cancel_alert(self, principal: str | None, alert_id: Any) -> dict[str, Any]:
+        """Cancel one of ``principal``'s alerts (None: anybody's — the operator's dashboard)."""
         if alert_id is None or alert_id == "":
             raise AlertInputError("alert_id is required")
         if not isinstance(alert_id, str) or len(alert_id) > 64:
@@ -151,6 +159,7 @@ class AlertService:
         if alert is None:
             raise AlertInputError(f"alert not found: {alert_id}")
         self.evaluator.unindex(alert)
+        self._changed()
         log.info("alert_cancelled", alert_id=alert_id)
         return {"ok": True}
 

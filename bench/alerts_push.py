@@ -97,7 +97,9 @@ async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000
     }
 
 
-async def bench_tick_to_sse(steps: int = 3000, rate: float = 1000.0) -> dict[str, float]:
+async def bench_tick_to_sse(
+    steps: int = 3000, rate: float = 1000.0, extra_settings: dict[str, Any] | None = None
+) -> dict[str, float]:
     """Tick → SSE frame inside the daemon: engine Tick events published at ``rate``/s, each crossing one alert.
 
     The daemon's parts run as in production (engine bus, evaluator, SQLite firing, push hub,
@@ -123,6 +125,7 @@ async def bench_tick_to_sse(steps: int = 3000, rate: float = 1000.0) -> dict[str
                 "alerts_max_per_client": 1_000_000,
                 "log_level": "warning",
             }
+            | (extra_settings or {})
         )
         async with daemon_services(settings, sim=True, trade=True) as (_, services):
             assert services.alerts is not None and services.engine is not None and services.tokens is not None
@@ -136,7 +139,7 @@ async def bench_tick_to_sse(steps: int = 3000, rate: float = 1000.0) -> dict[str
                 push_store=services.alerts.store,
             )
             base = 90_000.0
-            await services.alerts.subscribe(info.principal, {})
+            await services.alerts.subscribe_to(info.principal, None, None)
             for i in range(steps):
                 await services.alerts.set_alert(
                     info.principal, {"symbol": "BTCUSDT", "condition": {"price_above": base + i + 1}}

@@ -99,6 +99,8 @@ class OrderService:
         self.unresolved_grace_s = UNRESOLVED_GRACE_S
         self.reconcile_error: str | None = None
         """The last reconciliation's broker failure (None once a pass succeeds): a degraded state."""
+        self.listeners: list[Callable[[], None]] = []
+        """Called after an order, fill or list changed (the dashboard refreshes its orders panel)."""
         broker.set_event_handler(self.on_update)
         self.lists = OrderLists(self)
         self.brackets = Brackets(self, self.lists)
@@ -287,6 +289,8 @@ class OrderService:
             lines.append(f"{self._stamp()} CANCELLED id={row.client_order_id}")
         await self._write(lines)
         await self.brackets.after_update(row, before)
+        for listener in self.listeners:
+            listener()
         return row
 
     async def reconcile(self) -> dict[str, int]:

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     """Addresses (IPs or CIDR networks) of reverse proxies whose X-Forwarded-For / -Proto are believed.
     Empty (default): forwarded headers are ignored and the TCP peer is the client.
     Behind the README's nginx on the same host: ["127.0.0.1"]."""
+    dashboard_enabled: bool = True
+    """Serve the operator's web dashboard at /ui (sign-in with the operator passphrase)."""
     metrics_require_token: bool = False
     """Require a valid bearer token for /metrics even from a direct loopback connection (set it behind a proxy)."""
     max_unauthenticated_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)

@@ -11,6 +11,7 @@ from alerts.action_runner import ActionRunner
 from alerts.action_store import ActionOutcomes
 from alerts.channels.sender import OutboxSender
 from alerts.evaluator import AlertEvaluator
+from alerts.feed import NotificationFeed
 from alerts.outbox_store import ChannelRouting
 from alerts.push import PushHub
 from alerts.service import AlertService
@@ -33,6 +34,7 @@ class AlertRuntime:
     evaluator: AlertEvaluator
     hub: PushHub
     service: AlertService
+    feed: NotificationFeed
     channels: OutboxSender | None = None
 
 
@@ -59,7 +61,10 @@ async def running_alerts(
     hub = PushHub(store.mark_delivered)
     executor = OrderActionExecutor(orders) if orders is not None else None
     runner = ActionRunner(executor, ActionOutcomes(db), hub, trades_log.append) if executor is not None else None
-    evaluator = AlertEvaluator(store, engine, hub, trades_log.append, actions=runner)
+    feed = NotificationFeed()
+    evaluator = AlertEvaluator(store, engine, hub, trades_log.append, actions=runner, feed=feed)
+    if runner is not None:
+        runner.feed = feed
     service = AlertService(
         store,
         evaluator,
@@ -80,7 +85,7 @@ async def running_alerts(
         scheduler.every("alert-action-outcomes", 5.0, _discard(runner.finish_pending))
     async with running_channels(settings, db=db, store=store, supervisor=supervisor, scheduler=scheduler) as sender:
         try:
-            yield AlertRuntime(store, evaluator, hub, service, sender)
+            yield AlertRuntime(store, evaluator, hub, service, feed, sender)
         finally:
             if runner is not None:
                 await runner.close()

@@ -24,6 +24,7 @@ from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
 from config import Settings
 from config.database import PRIVATE_FILE_MODE, Database, Migrations, tighten_private
+from dashboard.sessions import MIGRATIONS as DASHBOARD_MIGRATIONS
 from mcp_bridge.journal_store import MIGRATIONS as JOURNAL_MIGRATIONS
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
 from mcp_bridge.token_cache import marker_for
@@ -42,6 +43,7 @@ ALL_MIGRATIONS: tuple[Migrations, ...] = (
     SCHEDULE_MIGRATIONS,
     HALT_MIGRATIONS,
     JOURNAL_MIGRATIONS,
+    DASHBOARD_MIGRATIONS,
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import structlog
 
 from config import Settings
+from daemon.dashboard_runtime import dashboard_setup
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
 from daemon.metrics import DaemonMetrics
 from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
@@ -119,6 +120,8 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         if settings.oauth_enabled and services.tokens is not None:
             oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port))
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
+        ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services))
+        extra["extra_routes"] = [*extra.get("extra_routes", []), *ui]
         allowed = public_host(settings)
         metrics = DaemonMetrics(services)
         router.observers.append(metrics.observe_tool)
@@ -143,6 +146,8 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         stop_on_signals(http)
         shown = f"[{host}]" if ":" in host else host
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
+        if ui:
+            print(f"Dashboard: http://{shown}:{port}/ui (sign in with the operator passphrase)", flush=True)
         if sim:
             print(f"Exchange simulator at {settings.binance_rest_url} (control API: /sim/v1/...)", flush=True)
             if services.tokens is not None:

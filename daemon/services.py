@@ -200,7 +200,7 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
                 )
             )
             services.alerts, services.push = runtime.service, runtime.hub
-            services.channels = runtime.channels
+            services.channels, services.feed = runtime.channels, runtime.feed
             services.prompts = DaemonPromptData(rest, services.orders)
             services.halt = await stack.enter_async_context(
                 running_halt(db=db, service=services.orders, supervisor=supervisor, trades_log=trades_log)

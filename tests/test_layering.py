@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"config", "daemon", "engine", "alerts", "brokers", "mcp_bridge"}
+OURS = {"config", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard"}
 ALLOWED = {
     "config": set(),
     "engine": {"config"},
     "alerts": {"config", "engine"},
     "brokers": {"config", "engine"},
     "mcp_bridge": {"config", "engine", "alerts", "brokers"},
-    "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge"},
+    "dashboard": {"config", "engine", "alerts", "brokers", "mcp_bridge"},
+    "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge", "dashboard"},
 }
 
 

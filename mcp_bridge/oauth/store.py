@@ -274,6 +274,28 @@ class OAuthStore:
                 return None
             return await issue(tx)
 
+    async def clients(self) -> list[dict[str, Any]]:
+        """Every consented client: id, name, registration and consent time, live access/refresh tokens."""
+        rows = await self.db.fetchall(
+            "SELECT c.client_id, c.info, c.created_at, c.consented_at,"
+            " (SELECT COUNT(*) FROM oauth_refresh_tokens r WHERE r.client_id = c.client_id"
+            "  AND r.revoked_at IS NULL) AS grants"
+            " FROM oauth_clients c WHERE c.consented_at IS NOT NULL ORDER BY c.created_at"
+        )
+        out = []
+        for r in rows:
+            info = json.loads(r["info"]) if r["info"] else {}
+            out.append(
+                {
+                    "client_id": r["client_id"],
+                    "client_name": info.get("client_name"),
+                    "created_at": r["created_at"],
+                    "consented_at": r["consented_at"],
+                    "grants": int(r["grants"]),
+                }
+            )
+        return out
+
     async def revoke_grant(self, client_id: str) -> None:
         """Revoke every refresh and access token issued to ``client_id``."""
         now = time.time()

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import mcp_types as types
 
 from alerts.channels.sender import OutboxSender
+from alerts.feed import NotificationFeed
 from alerts.push import PushHub
 from alerts.service import AlertService
 from brokers.halt_switch import HaltSwitch
@@ -41,6 +42,8 @@ class Services:
     """Alerts and notifications (``--trade``), or None."""
     push: PushHub | None = None
     """Open notification streams (``--trade``), or None."""
+    feed: NotificationFeed | None = None
+    """Every firing and action outcome of every principal, for the dashboard (``--trade``), or None."""
     channels: OutboxSender | None = None
     """The notification channels' sender (``--trade`` with ``[channels.NAME]`` settings), or None."""
     orders: OrderService | None = None

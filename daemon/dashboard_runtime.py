@@ -1,0 +1,43 @@
+"""Wiring the operator's dashboard (``/ui``) into the HTTP server: its session store, the passphrase
+source the OAuth consent page uses too, the daemon's /status document, and the Host/Origin guard."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.transport_security import TransportSecurityMiddleware
+from starlette.routing import BaseRoute
+
+from config import Settings
+from daemon.oauth_runtime import passphrase_source, public_host
+from dashboard.deps import DashboardDeps
+from dashboard.routes import dashboard_routes
+from dashboard.sessions import SessionStore
+from mcp_bridge.oauth.store import OAuthStore
+from mcp_bridge.rebinding import security_settings
+from mcp_bridge.server import SERVER_VERSION
+from mcp_bridge.tools import Services
+
+
+def dashboard_setup(
+    settings: Settings, services: Services, status: Callable[[], Awaitable[dict[str, Any]]]
+) -> list[BaseRoute]:
+    """The /ui routes, or none when the dashboard is switched off or nothing stores sessions."""
+    if not settings.dashboard_enabled or services.tokens is None:
+        return []
+    db = services.tokens.db
+    oauth = OAuthStore(db)
+    allowed = public_host(settings)
+    guard = TransportSecurityMiddleware(security_settings(settings.host, [allowed] if allowed else None))
+    deps = DashboardDeps(
+        services=services,
+        sessions=SessionStore(db),
+        passphrase=passphrase_source(oauth),
+        status=status,
+        oauth=oauth if settings.oauth_enabled else None,
+        secure_cookie=(settings.base_url or "").startswith("https://"),
+        version=SERVER_VERSION,
+        indicators=tuple(settings.indicators),
+    )
+    return dashboard_routes(deps, guard)
