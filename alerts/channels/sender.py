@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import aiohttp
 import orjson
 import structlog
 
+from alerts.channels.http1 import Http1Client, HttpError
 from alerts.channels.requests import build
 from alerts.outbox_store import Delivery, OutboxStore
 from config.channels import ChannelSettings, TelegramChannel
@@ -104,7 +104,7 @@ class OutboxSender:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.states = {name: ChannelState(kind=ch.kind) for name, ch in channels.items()}
-        self._session: aiohttp.ClientSession | None = None
+        self._client: Http1Client | None = None
 
     def wake(self) -> None:
         """New rows were committed: every idle worker looks at its queue now."""
@@ -114,15 +114,15 @@ class OutboxSender:
     async def run(self, *, until_empty: bool = False) -> None:
         """Run every channel's worker until cancelled (the daemon's supervisor restarts it on a crash);
         ``until_empty``: return once every channel's queue is empty (tests, benchmarks)."""
-        connector = aiohttp.TCPConnector(limit_per_host=4, ttl_dns_cache=300)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            self._session = session
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for name in self.channels:
-                        group.create_task(self.run_channel(name, until_empty=until_empty), name=f"channel-{name}")
-            finally:
-                self._session = None
+        client = Http1Client()
+        self._client = client
+        try:
+            async with asyncio.TaskGroup() as group:
+                for name in self.channels:
+                    group.create_task(self.run_channel(name, until_empty=until_empty), name=f"channel-{name}")
+        finally:
+            self._client = None
+            await client.close()
 
     async def _pause(self, name: str, seconds: float) -> None:
         """Wait ``seconds``, or less if woken; with an injected sleep (tests) the full time on its clock."""
@@ -204,25 +204,23 @@ class OutboxSender:
         return None
 
     async def _send(self, channel: ChannelSettings, notification_id: str, payload: str) -> None:
-        session = self._session
-        if session is None:
+        client = self._client
+        if client is None:
             raise DeliveryFailed("sender not running")
         req = build(channel, notification_id, payload, self._clock())
         try:
-            async with session.post(
-                req.url, data=req.body, headers=req.headers, timeout=aiohttp.ClientTimeout(total=channel.timeout_s)
-            ) as resp:
-                body = await resp.read()
-                if 200 <= resp.status < 300:
-                    return
-                retry = _retry_after(resp.headers.get("Retry-After"))
-                if isinstance(channel, TelegramChannel):
-                    retry = _telegram_retry_after(body) or retry
-                raise DeliveryFailed(f"HTTP {resp.status}", retry)
+            async with asyncio.timeout(channel.timeout_s):
+                answer = await client.post(req.url, req.headers, req.body)
         except TimeoutError:
             raise DeliveryFailed(f"no answer within {channel.timeout_s:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise DeliveryFailed(_scrub(f"{type(exc).__name__}: {exc}", channel)[:200]) from None
+        except HttpError as exc:
+            raise DeliveryFailed(_scrub(str(exc), channel)[:200]) from None
+        if 200 <= answer.status < 300:
+            return
+        retry = _retry_after(answer.headers.get("retry-after"))
+        if isinstance(channel, TelegramChannel):
+            retry = _telegram_retry_after(answer.body) or retry
+        raise DeliveryFailed(f"HTTP {answer.status}", retry)
 
     async def status(self) -> dict[str, Any]:
         """Per channel: kind, pending/delivered/failed rows, oldest pending age, last error, next attempt."""
