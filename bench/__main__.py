@@ -18,6 +18,8 @@ from bench.alert_actions import run as run_action_benches
 from bench.alerts import print_table as print_alert_table
 from bench.alerts import run as run_alert_benches
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
+from bench.dashboard import print_table as print_dashboard_table
+from bench.dashboard import run as run_dashboard
 from bench.engine import bench_memory
 from bench.engine import run_all as run_engine_benches
 from bench.http_tools import print_table as print_http_table
@@ -25,6 +27,8 @@ from bench.http_tools import run as run_http_benches
 from bench.indicators import bench_all_indicators, bench_engine_set
 from bench.orders import print_table as print_order_table
 from bench.orders import run as run_order_benches
+from bench.outbox import print_table as print_outbox_table
+from bench.outbox import run as run_outbox
 from bench.render_flood import print_table as print_render_flood_table
 from bench.render_flood import run as run_render_flood
 from bench.set_alert_http import print_table as print_set_alert_table
@@ -67,6 +71,8 @@ def main() -> None:
     results["unattended_load"] = run_unattended_benches()
     results["agent_market"] = asyncio.run(run_agent_market())
     results["agent_simulate"] = asyncio.run(run_agent_simulate())
+    results["outbox"] = asyncio.run(run_outbox())
+    results["dashboard"] = asyncio.run(run_dashboard())
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -103,6 +109,10 @@ def main() -> None:
     print("\nagent tools (in the tool, warm):")
     print_agent_market_table(results["agent_market"])
     print_agent_simulate_table(results["agent_simulate"])
+    print("\nnotification channels:")
+    print_outbox_table(results["outbox"]["delivery"], results["outbox"]["firing"])
+    print("\ndashboard (headless Chromium):")
+    print_dashboard_table(results["dashboard"])
     print("\nall 38 indicators on 5000 bars (ms, best of 5):")
     for name, ms in sorted(results["indicators_5000_ms"].items(), key=lambda kv: -kv[1]):
         print(f"  {name:<16} {ms:8.3f}")

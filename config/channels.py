@@ -13,7 +13,7 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from config.credentials import read_credential
 
@@ -34,6 +34,11 @@ class _Channel(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=120)
     """How long one delivery request may take before it counts as failed and is retried."""
 
+    @field_validator("url", "api_url", check_fields=False)
+    @classmethod
+    def _urls(cls, v: str, info: ValidationInfo) -> str:
+        return _http_url(v, str(info.field_name))
+
 
 class WebhookChannel(_Channel):
     """A JSON POST of the push frame, signed with ``secret`` (``X-Chartgen-Signature``)."""
@@ -43,11 +48,6 @@ class WebhookChannel(_Channel):
     """Where the notifications are POSTed."""
     secret: SecretStr | None = None
     """HMAC-SHA256 key of the signature (or the systemd credential channel_NAME_secret). Required."""
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return _http_url(v, "url")
 
 
 class TelegramChannel(_Channel):
@@ -66,11 +66,6 @@ class TelegramChannel(_Channel):
     def _chat(cls, v: object) -> object:
         return str(v) if isinstance(v, int) else v
 
-    @field_validator("api_url")
-    @classmethod
-    def _api(cls, v: str) -> str:
-        return _http_url(v, "api_url")
-
 
 class NtfyChannel(_Channel):
     """A message published to an ntfy topic URL (title, priority and tags set)."""
@@ -82,11 +77,6 @@ class NtfyChannel(_Channel):
     """Access token for a protected topic (or the systemd credential channel_NAME_token). Optional."""
     priority: int = Field(default=4, ge=1, le=5)
     """ntfy priority of alert notifications (1 min … 5 max)."""
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return _http_url(v, "url")
 
 
 ChannelSettings = Annotated[WebhookChannel | TelegramChannel | NtfyChannel, Field(discriminator="kind")]

@@ -91,7 +91,7 @@ class _StateCollector(Collector):
 
 def _channel_metrics(services: Services, counts: dict[str, Any]) -> Iterator[Metric]:
     """Per notification channel: outbox rows pending and failed, and delivery attempts by outcome."""
-    channels = services.channels
+    channels = getattr(services, "channels", None)
     if channels is None:
         return
     pending = GaugeMetricFamily("chartgen_channel_pending", "outbox rows not yet delivered", labels=["channel"])
@@ -149,7 +149,7 @@ class DaemonMetrics:
             )
             if row is not None:
                 self._queues.update(push=float(row["push"]), poll=float(row["poll"]))
-        channels = self.services.channels
+        channels = getattr(self.services, "channels", None)
         if channels is not None:
             self._channel_counts.clear()
             self._channel_counts.update(await channels.store.counts())

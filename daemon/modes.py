@@ -266,8 +266,9 @@ def daemon_status(services: Services) -> dict[str, Any]:
 async def daemon_status_with_channels(services: Services) -> dict[str, Any]:
     """GET /status: :func:`daemon_status` plus every notification channel's delivery state."""
     out = daemon_status(services)
-    if services.channels is not None:
-        out["channels"] = await services.channels.status()
+    channels = getattr(services, "channels", None)
+    if channels is not None:
+        out["channels"] = await channels.status()
     return out
 
 

@@ -9,6 +9,7 @@ an MCP client with every scope could not, and says no the same way.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -189,7 +190,15 @@ async def orders(request: Request, deps: DashboardDeps, session: Session) -> Res
 
 
 async def health(request: Request, deps: DashboardDeps, session: Session) -> Response:
-    return ok(await deps.status())
+    """The /status document plus each symbol's stream lag and the exchange request weight used."""
+    out = await deps.status()
+    engine = deps.services.engine
+    if engine is not None:
+        now = time.time()
+        out["lag_s"] = {s: round(max(0.0, now - ms / 1000), 3) for s, (_, ms) in engine.sync.last_prices.items() if ms}
+        gate = getattr(getattr(engine.sync.clock, "_rest", None), "gate", None)
+        out["request_weight_used"] = None if gate is None else gate.used_weight
+    return ok(out)
 
 
 def _token(info: Any) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Why not aiohttp's client: measured with ``python -m bench.outbox`` on 2 cores, a webhook channel
 receiving every notification at 1,000 firings/s moved tick → SSE from 4 ms p50 / 10 ms p99 to
-11–12 ms / 24–30 ms, and with the HTTP request replaced by a no-op to 4 ms / 8 ms: the client's
+11–12 ms / 24–30 ms, and with the HTTP request replaced by a no-op to 4 ms / 8 ms (with this client:
+5–7 ms / 11–27 ms, against 3–4 ms / 7–17 ms without a channel in the same runs): the client's
 per-request work on the event loop (request and response objects, tracing hooks, cookie and
 redirect handling we do not use) competed with the firing path.  A sender needs very little of
 HTTP — POST a body, read the status line, headers and a ``Content-Length`` or chunked body, reuse

@@ -139,15 +139,19 @@ async function loadHealth() {
   $("#readiness").className = s.ready === false ? "down" : "up";
   $("#reasons").replaceChildren(...(s.reasons || []).map((r) => el("li", {}, r)));
   const eng = s.engine || { markets: [], connections: [] };
+  const lag = s.lag_s || {};
+  $("#weight").textContent = s.request_weight_used === null || s.request_weight_used === undefined ? "" : `Exchange request weight used this minute: ${s.request_weight_used}`;
   fillTable("health-markets", eng.markets.map((m) => el("tr", {}, el("td", {}, `${m.symbol} ${m.interval}`), el("td", { class: "num" }, m.bars),
-    el("td", {}, m.live ? "yes" : "no"), el("td", {}, m.warm ? "yes" : "no"), el("td", {}, m.synced ? "yes" : "no"), el("td", {}, when(m.last_bar_time)))));
-  fillTable("health-conns", (eng.connections || []).map((c) => el("tr", {}, el("td", {}, c.name || c.stream || ""), el("td", {}, c.connected ? "yes" : "no"),
-    el("td", { class: "num" }, c.messages ?? ""), el("td", { class: "num" }, c.connects ?? ""), el("td", {}, c.last_error ? (c.last_error.message || JSON.stringify(c.last_error)) : ""))));
+    el("td", {}, m.live ? "yes" : "no"), el("td", {}, m.warm ? "yes" : "no"), el("td", {}, m.synced ? "yes" : "no"),
+    el("td", {}, lag[m.symbol] === undefined ? "" : `${lag[m.symbol]} s`), el("td", {}, when(m.last_bar_time)))));
+  fillTable("health-conns", (eng.connections || []).map((c) => el("tr", {}, el("td", {}, `#${c.id} (${c.streams ?? 0} streams)`), el("td", {}, c.connected ? "yes" : "no"),
+    el("td", {}, c.messages ?? ""), el("td", {}, Math.max(0, (c.connects ?? 1) - 1)), el("td", {}, c.last_error ? (c.last_error.message || JSON.stringify(c.last_error)) : ""))));
   fillTable("health-channels", Object.entries(s.channels || {}).map(([name, c]) => el("tr", {}, el("td", {}, name), el("td", {}, c.kind),
     el("td", { class: "num" }, c.pending), el("td", { class: "num" }, c.delivered), el("td", { class: `num ${c.failed ? "down" : ""}` }, c.failed),
     el("td", {}, c.oldest_pending_age_s === null ? "" : `${c.oldest_pending_age_s} s`), el("td", {}, c.last_error || ""))));
   const jobs = (s.scheduler && s.scheduler.jobs) || [];
-  fillTable("health-jobs", jobs.map((j) => el("tr", {}, el("td", {}, j.name || j.id), el("td", {}, j.next_run || j.next_run_time || ""), el("td", {}, j.last_outcome || j.last || ""))));
+  fillTable("health-jobs", jobs.map((j) => el("tr", {}, el("td", {}, j.name), el("td", {}, when(j.next_run_time)),
+    el("td", {}, j.last_outcome ? `${j.last_outcome} (${j.runs} runs, ${j.failures} failed)` : "not run yet"))));
 }
 
 async function loadAccess() {

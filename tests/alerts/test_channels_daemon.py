@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from tests.support.channel_receivers import Receiver, channel_table
 from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client
 from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
@@ -28,15 +28,6 @@ from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_jso
 pytestmark = pytest.mark.timeout(240)
 BASE = 70_000.0
 STEP = 10.0
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="manual", symbols=["BTCUSDT"])
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 @pytest.fixture

@@ -102,3 +102,21 @@ def test_any_frame_formats_without_error_and_names_its_symbol(
         req = build(channel, "a-1", orjson.dumps(f).decode(), NOW)
         body = orjson.loads(req.body)["text"] if isinstance(channel, TelegramChannel) else req.body.decode()
         assert symbol in body
+
+
+def test_the_readmes_verification_example_accepts_our_signature() -> None:
+    """The 10-line receiver-side check in the README verifies what the sender signs (and nothing else)."""
+    import re
+    import time
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = re.search(r"```python\n(import hashlib, hmac, time\n.*?)```", readme, re.S)
+    assert code is not None
+    namespace: dict[str, Any] = {}
+    exec(code.group(1), namespace)  # the README's own example
+    body = b'{"jsonrpc":"2.0"}'
+    header = signature("s3cret", int(time.time()), body)
+    assert namespace["verify"]("s3cret", header, body)
+    assert not namespace["verify"]("s3cret", header, body + b" ")
+    assert not namespace["verify"]("s3cret", signature("s3cret", int(time.time()) - 3600, body), body)

@@ -21,7 +21,6 @@ from alerts.outbox_store import ChannelRouting, OutboxRow, OutboxStore, enqueue_
 from alerts.store import AlertStore
 from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 from tests.support.channel_receivers import Receiver
 
 pytestmark = pytest.mark.timeout(90)
@@ -45,16 +44,6 @@ class ManualClock:
                 await receiver.come_back()
                 self.back.remove((at, receiver))
         await asyncio.sleep(0)
-
-
-@pytest.fixture
-async def db() -> AsyncIterator[Database]:
-    database = await Database.open(":memory:")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture

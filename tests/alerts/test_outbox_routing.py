@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -21,19 +20,8 @@ from alerts.requests import AlertInputError
 from alerts.service import AlertService
 from alerts.store import AlertStore
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone", "team"}), all_principals=("ops",))
-
-
-@pytest.fixture
-async def db() -> AsyncIterator[Database]:
-    database = await Database.open(":memory:")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 def alert(principal: str = "a", symbol: str = "BTCUSDT") -> Alert:

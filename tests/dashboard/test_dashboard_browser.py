@@ -202,6 +202,13 @@ async def test_the_operator_uses_the_dashboard(tmp_path: Path) -> None:
             async with http.post(daemon.mcp_url, json=call, headers=auth) as r:
                 assert r.status == 401
 
+        # engine health: readiness, the market, the request weight
+        await page.go("health")
+        await page.until(
+            lambda d: page.text(d, "#readiness") == "Ready" and "BTCUSDT 1m" in page.text(d, "#health-markets")
+        )
+        assert "request weight" in await page.do(lambda d: page.text(d, "#weight"))
+
         # every page at both sizes
         for width, height in SIZES:
             await page.do(lambda d, w=width, h=height: d.set_window_size(w, h))
