@@ -14,6 +14,7 @@ from daemon.oauth_runtime import passphrase_source, public_host
 from dashboard.deps import DashboardDeps
 from dashboard.routes import dashboard_routes
 from dashboard.sessions import SessionStore
+from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.rebinding import security_settings
 from mcp_bridge.server import SERVER_VERSION
@@ -21,9 +22,15 @@ from mcp_bridge.tools import Services
 
 
 def dashboard_setup(
-    settings: Settings, services: Services, status: Callable[[], Awaitable[dict[str, Any]]]
+    settings: Settings,
+    services: Services,
+    status: Callable[[], Awaitable[dict[str, Any]]],
+    attempts: PassphraseAttempts | None = None,
 ) -> list[BaseRoute]:
-    """The /ui routes, or none when the dashboard is switched off or nothing stores sessions."""
+    """The /ui routes, or none when the dashboard is switched off or nothing stores sessions.
+
+    ``attempts``: the operator-passphrase limiter shared with the OAuth consent page, so a guesser
+    gets one budget for both pages."""
     if not settings.dashboard_enabled or services.tokens is None:
         return []
     db = services.tokens.db
@@ -39,5 +46,6 @@ def dashboard_setup(
         secure_cookie=(settings.base_url or "").startswith("https://"),
         version=SERVER_VERSION,
         indicators=tuple(settings.indicators),
+        attempts=attempts or PassphraseAttempts(),
     )
     return dashboard_routes(deps, guard)

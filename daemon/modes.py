@@ -26,6 +26,7 @@ from engine.indicators.registry import parse_requests
 from engine.market_data.errors import MarketDataError
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
+from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.server import build_server
 from mcp_bridge.stdio import serve_stdio
@@ -117,10 +118,11 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         server, router = build_server(services)
         engine = services.engine
         extra: dict[str, Any] = {}
+        guesses = PassphraseAttempts()  # one limiter for the operator passphrase on every page that asks for it
         if settings.oauth_enabled and services.tokens is not None:
-            oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port))
+            oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port), guesses)
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
-        ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services))
+        ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services), guesses)
         extra["extra_routes"] = [*extra.get("extra_routes", []), *ui]
         allowed = public_host(settings)
         metrics = DaemonMetrics(services)

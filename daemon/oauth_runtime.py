@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from starlette.routing import BaseRoute
 
 from config import Settings
+from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.passphrase import hash_passphrase
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.routes import oauth_routes, resource_metadata_url
@@ -57,7 +58,10 @@ def passphrase_source(store: OAuthStore) -> Callable[[], Awaitable[str | None]]:
     return current
 
 
-def oauth_setup(settings: Settings, tokens: TokenStore, base_url: str) -> OAuthSetup:
+def oauth_setup(
+    settings: Settings, tokens: TokenStore, base_url: str, attempts: PassphraseAttempts | None = None
+) -> OAuthSetup:
+    """The OAuth routes; ``attempts`` is the operator-passphrase limiter shared with the dashboard's sign-in."""
     store = OAuthStore(tokens.db)
     provider = ChartgenOAuthProvider(
         store,
@@ -67,6 +71,6 @@ def oauth_setup(settings: Settings, tokens: TokenStore, base_url: str) -> OAuthS
         access_ttl_s=settings.oauth_access_ttl_s,
         refresh_ttl_s=settings.oauth_refresh_ttl_s,
     )
-    routes = oauth_routes(provider, passphrase_source(store))
+    routes = oauth_routes(provider, passphrase_source(store), attempts=attempts)
     header = f'Bearer realm="chartgen", resource_metadata="{resource_metadata_url(base_url)}"'
     return OAuthSetup(routes, header, provider)

@@ -3,9 +3,10 @@
 The sign-in page is server-rendered HTML that works without JavaScript.  The passphrase is the
 operator's (``chartgen passphrase set`` or the systemd credential), checked with scrypt off the
 event loop; attempts are limited per client address with a global budget
-(:class:`~mcp_bridge.oauth.attempts.PassphraseAttempts`, its own instance — the consent page has
-another).  A session cookie is HttpOnly, SameSite=Strict, Path=/ui, and Secure when ``base_url``
-is https; state-changing requests must also send the session's CSRF token in ``X-CSRF-Token``.
+(:class:`~mcp_bridge.oauth.attempts.PassphraseAttempts`, the same instance as the OAuth consent
+page's, so a guesser gets one budget for both pages).  A session cookie is HttpOnly,
+SameSite=Strict, Path=/ui, and Secure when ``base_url`` is https; state-changing requests must
+also send the session's CSRF token in ``X-CSRF-Token``.
 """
 
 from __future__ import annotations

@@ -208,3 +208,35 @@ async def test_sessions_expire_when_idle_and_at_the_absolute_limit() -> None:
         assert await store.verify("made-up") is None and await store.verify(None) is None
     finally:
         await db.close()
+
+
+async def test_one_passphrase_budget_for_the_dashboard_and_the_consent_page(tmp_path: Path) -> None:
+    """A wrong passphrase at /ui makes the same address wait on the OAuth consent page too."""
+    import re
+    from urllib.parse import urlencode
+
+    import httpx2
+
+    from tests.support.oauth import REDIRECT, pkce, register, ticked
+
+    await set_passphrase(tmp_path)
+    proc = await start_daemon(["--serve"], data_dir=tmp_path)
+    try:
+        async with httpx2.AsyncClient() as http:
+            client = (await register(http, proc.base)).json()
+            _, challenge = pkce()
+            query = {"response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,
+                     "code_challenge": challenge, "code_challenge_method": "S256", "state": "s",
+                     "resource": proc.mcp_url}  # fmt: skip
+            page_url = (await http.get(f"{proc.base}/authorize?" + urlencode(query))).headers["location"]
+            page = (await http.get(page_url)).text
+            request_id = re.search(r'name="request" value="([^"]+)"', page)
+            assert request_id is not None
+            wrong = await http.post(f"{proc.base}/ui/login", data={"passphrase": "a wrong guess, surely"})
+            assert wrong.status_code == 401
+            form = {"request": request_id.group(1), "passphrase": PASSPHRASE, "decision": "approve",
+                    "scope": ticked(page)}  # fmt: skip
+            right = await http.post(page_url.split("?")[0], data=form, headers={"origin": proc.base})
+            assert right.status_code == 429 and "from your address" in right.text
+    finally:
+        await proc.stop()
