@@ -86,6 +86,21 @@ class ChannelSettingsError(ValueError):
     """A channel setting that cannot work; the message names the key and the fix."""
 
 
+def _secret(
+    name: str, credential: str, value: SecretStr | None, *, required: str | None = None, key: str | None = None
+) -> str | None:
+    """A channel's secret: the systemd credential ``channel_NAME_<credential>`` first, else the file's
+    value; a ``required`` one that is missing raises, naming the key to set."""
+    found = read_credential(f"channel_{name}_{credential}") or (value.get_secret_value() if value else None)
+    if not found and required is not None:
+        field = key or credential
+        raise ChannelSettingsError(
+            f"channels.{name}.{field} is required for {required}: set it, or the systemd credential "
+            f"channel_{name}_{credential}"
+        )
+    return found
+
+
 def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]) -> dict[str, ChannelSettings]:
     """The channels with their secrets filled in from systemd credentials; every problem raised, naming its key."""
     out: dict[str, ChannelSettings] = {}
@@ -95,29 +110,13 @@ def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]
                 f"channels.{name}: a channel name may use letters, digits, '_' and '-' (at most 40); rename the table"
             )
         if isinstance(channel, WebhookChannel):
-            secret = read_credential(f"channel_{name}_secret") or (
-                channel.secret.get_secret_value() if channel.secret else None
-            )
-            if not secret:
-                raise ChannelSettingsError(
-                    f"channels.{name}.secret is required for a webhook: set it, or the systemd credential "
-                    f"channel_{name}_secret"
-                )
-            out[name] = channel.model_copy(update={"secret": SecretStr(secret)})
+            secret = _secret(name, "secret", channel.secret, required="a webhook")
+            out[name] = channel.model_copy(update={"secret": SecretStr(secret or "")})
         elif isinstance(channel, TelegramChannel):
-            token = read_credential(f"channel_{name}_token") or (
-                channel.bot_token.get_secret_value() if channel.bot_token else None
-            )
-            if not token:
-                raise ChannelSettingsError(
-                    f"channels.{name}.bot_token is required for telegram: set it, or the systemd credential "
-                    f"channel_{name}_token"
-                )
-            out[name] = channel.model_copy(update={"bot_token": SecretStr(token)})
+            token = _secret(name, "token", channel.bot_token, required="telegram", key="bot_token")
+            out[name] = channel.model_copy(update={"bot_token": SecretStr(token or "")})
         else:
-            token = read_credential(f"channel_{name}_token") or (
-                channel.token.get_secret_value() if channel.token else None
-            )
+            token = _secret(name, "token", channel.token)
             out[name] = channel.model_copy(update={"token": SecretStr(token) if token else None})
     for name in notify_all:
         if name not in out:

@@ -95,6 +95,19 @@ async def start(sim: RunningSimulator, data_dir: Path, config: Path) -> DaemonPr
     return await start_on_sim(sim, data_dir, sim_env(sim, CHARTGEN_CONFIG=str(config)))
 
 
+async def daemon_with_receivers(
+    sim: RunningSimulator, receivers: dict[str, Receiver], data_dir: Path, *, chaos: float
+) -> tuple[DaemonProc, dict[str, str], Path]:
+    """Receivers misbehaving with probability ``chaos``, two clients' tokens, the daemon on the simulator."""
+    for r in receivers.values():
+        r.chaos = chaos
+    tokens = {"desk": await create_token(data_dir, "desk"), "phone": await create_token(data_dir, "phone")}
+    config = write_config(data_dir, receivers)
+    async with aiohttp.ClientSession() as http:
+        await post_price(http, sim, BASE)
+    return await start(sim, data_dir, config), tokens, config
+
+
 async def set_and_fire(
     sim: RunningSimulator, daemon: DaemonProc, data_dir: Path, tokens: dict[str, str], n: int
 ) -> None:
@@ -116,13 +129,7 @@ async def set_and_fire(
 async def test_alerts_reach_every_routed_channel_in_order(
     sim: RunningSimulator, receivers: dict[str, Receiver], tmp_path: Path
 ) -> None:
-    for r in receivers.values():
-        r.chaos = 0.2
-    tokens = {"desk": await create_token(tmp_path, "desk"), "phone": await create_token(tmp_path, "phone")}
-    config = write_config(tmp_path, receivers)
-    async with aiohttp.ClientSession() as http:
-        await post_price(http, sim, BASE)
-    daemon = await start(sim, tmp_path, config)
+    daemon, tokens, _ = await daemon_with_receivers(sim, receivers, tmp_path, chaos=0.2)
     try:
         async with mcp_client(daemon.mcp_url, tokens["desk"]) as client:
             refused = await client.call_tool("subscribe_notifications", {"channels": ["pager"]})
@@ -151,13 +158,7 @@ async def test_kill_9_during_delivery_20_times_loses_nothing(
     sim: RunningSimulator, receivers: dict[str, Receiver], tmp_path: Path
 ) -> None:
     rng = random.Random(2027)
-    for r in receivers.values():
-        r.chaos = 0.3
-    tokens = {"desk": await create_token(tmp_path, "desk"), "phone": await create_token(tmp_path, "phone")}
-    config = write_config(tmp_path, receivers)
-    async with aiohttp.ClientSession() as http:
-        await post_price(http, sim, BASE)
-    daemon = await start(sim, tmp_path, config)
+    daemon, tokens, config = await daemon_with_receivers(sim, receivers, tmp_path, chaos=0.3)
     await set_and_fire(sim, daemon, tmp_path, tokens, 15)
     expected = outbox_order(tmp_path)
     for _ in range(20):
