@@ -1,15 +1,24 @@
-"""Indicator benchmarks: every indicator on 5000 bars, and the default engine set on 1000."""
+"""Indicator benchmarks: every indicator on 5000 bars, the default engine set on 1000, and the
+engine's per-closed-bar work against TA-Lib recomputing the same indicators in the same run."""
 
 from __future__ import annotations
 
+import asyncio
+import statistics
+import time
 import timeit
 from typing import Any
 
 import numpy as np
+import talib
 
 from engine.bars import Bars
+from engine.events import EventBus
+from engine.indicator_state import IndicatorEngine
 from engine.indicators.base import ComputeContext
+from engine.indicators.newest import from_result
 from engine.indicators.registry import all_indicators, parse_requests
+from engine.windows import RollingWindow
 
 
 def random_walk(n: int, seed: int = 7) -> Bars:
@@ -54,8 +63,95 @@ def bench_engine_set(n: int = 1000) -> dict[str, float]:
     return {"total_ms": _best_of(run, number=50), **{f"{k}_ms": v for k, v in per.items()}}
 
 
+def _window_of(bars: Bars) -> RollingWindow:
+    w = RollingWindow("BTCUSDT", "1h", capacity=len(bars))
+    assert bars.times is not None
+    w.merge_closed(bars.times, np.vstack([bars.open, bars.high, bars.low, bars.close, bars.volume]))
+    return w
+
+
+def _per_call_us(fn: Any, number: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number * 1e6
+
+
+def bench_per_closed_bar(window: int = 1000, number: int = 2000, rounds: int = 3) -> dict[str, list[float]]:
+    """Microseconds of the engine's work per closed bar of one window, and the references.
+
+    ``engine_*``: the live engine's indicator worker serving one dirty window (IndicatorEngine's
+    per-window update: copy of the window's bars, each indicator's newest values and signals,
+    the IndicatorsUpdated event) for RSI + MACD + Bollinger and for the default set (cipher_b,
+    macd, rsi).  ``talib_three``: TA-Lib's RSI, MACD and BBANDS recomputed over the whole window.
+    ``full_*``: the path before this release (full computation of every indicator + reading
+    the newest bar off it).  Interleaved, ``rounds`` rounds, each the mean of ``number`` calls.
+    """
+    bars = random_walk(window)
+    close = bars.close
+    key = ("BTCUSDT", "1h")
+    out: dict[str, list[float]] = {}
+    sets = {"three": ["rsi", "macd", "bbands"], "default": ["cipher_b", "macd", "rsi"]}
+    loop = asyncio.new_event_loop()
+    try:
+        engines = {}
+        for name, names in sets.items():
+            w = _window_of(bars)
+            eng = IndicatorEngine(lambda _k, w=w: w.bars(), EventBus(), defaults=parse_requests(names))
+            eng.add_window(key)
+            engines[name] = eng
+
+        def talib_three() -> None:
+            talib.RSI(close, 14)
+            talib.MACD(close, 12, 26, 9)
+            talib.BBANDS(close, 20, 2.0, 2.0)
+
+        def full(names: list[str]) -> Any:
+            reqs = parse_requests(names)
+            ctx = ComputeContext(symbol="BTCUSDT", interval="1h")
+
+            def run() -> None:
+                for r in reqs:
+                    from_result(r.definition.compute(bars, r.params, ctx), bars)
+
+            return run
+
+        for _ in range(rounds):
+            out.setdefault("talib_three_us", []).append(_per_call_us(talib_three, number))
+            for name, eng in engines.items():
+                update = eng._update  # the worker's per-window step, timed alone
+                out.setdefault(f"engine_{name}_us", []).append(
+                    _per_call_us(lambda update=update: loop.run_until_complete(update(key)), number)
+                )
+                out.setdefault(f"full_{name}_us", []).append(_per_call_us(full(sets[name]), number // 4))
+
+        # an empty loop turn, to subtract: run_until_complete itself costs a few µs
+        async def nothing() -> None:
+            return None
+
+        out["loop_turn_us"] = [_per_call_us(lambda: loop.run_until_complete(nothing()), number) for _ in range(rounds)]
+    finally:
+        loop.close()
+    return out
+
+
+def print_per_closed_bar(r: dict[str, list[float]]) -> None:
+    def span(values: list[float]) -> str:
+        return f"{min(values):.1f}–{max(values):.1f} µs"
+
+    turn = statistics.median(r["loop_turn_us"])
+    ratio = [e / t for e, t in zip(r["engine_three_us"], r["talib_three_us"], strict=True)]
+    print(f"per closed bar, 1000-bar window (engine worker incl. a {turn:.1f} µs loop turn):")
+    print(f"  RSI+MACD+BB: engine {span(r['engine_three_us'])}; TA-Lib full recompute {span(r['talib_three_us'])}")
+    print(f"    ratio {min(ratio):.2f}–{max(ratio):.2f}× (target ≤ 2×); before: {span(r['full_three_us'])}")
+    print(
+        f"  default set: engine {span(r['engine_default_us'])} (target ≤ 100 µs); before: {span(r['full_default_us'])}"
+    )
+
+
 def main() -> None:
     """`python -m bench.indicators`: the indicator rows of the README's benchmark table."""
+    print_per_closed_bar(bench_per_closed_bar())
     engine_set = bench_engine_set(1000)
     print(f"cipher_b + macd + rsi on 1000 bars: {engine_set['total_ms']:.3f} ms")
     for name, ms in sorted(bench_all_indicators(5000).items(), key=lambda kv: -kv[1])[:5]:

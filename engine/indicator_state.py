@@ -1,17 +1,25 @@
-"""Indicator state per window: which indicators the engine keeps, and the results cache.
+"""Indicator state per window: which indicators the engine keeps, their newest bar, and the caches.
 
 Every followed window keeps the engine's configured indicators (``-p``) plus any instance
 (name + params) registered at runtime.  When a bar closes the window is marked dirty; one
-worker task recomputes dirty windows off the ingest path, yielding to the event loop
-between indicators so ticks of other symbols keep flowing, and publishes
+worker task serves dirty windows off the ingest path and publishes
 :class:`~engine.events.IndicatorsUpdated` with the signals confirmed on the newest bar.
-Results are cached per (indicator, params, bar count) for the window's newest closed bar;
-anything else is computed on demand and cached until the next bar closes.
+
+Per closed bar only what alerts need is computed: each indicator's newest line values and
+signals (engine.indicators.newest — bit-identical to the full computation; an indicator
+without a per-bar path is computed in full and its result kept).  Full results, summaries and
+payload text are built when a client asks, then cached per window until its next bar closes:
+results per (indicator, params, bar count), payload text per request
+(:meth:`WindowIndicators.payload_text`), so repeated identical reads within a bar cost a lookup.
+
+The worker yields to the event loop every :data:`YIELD_EVERY_S` of work rather than after every
+indicator: a yield costs a loop turn (~10 µs here), as much as a whole per-bar indicator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,15 +31,21 @@ from engine.bars import Bars
 from engine.events import EventBus, IndicatorsUpdated, SignalHit
 from engine.indicators.base import ComputeContext
 from engine.indicators.model import Fill, Histogram, Line, PanelResult
+from engine.indicators.newest import Newest, from_result
 from engine.indicators.registry import IndicatorRequest
 from engine.indicators.runner import compute_requests, compute_sync
-from engine.signals import on_newest_bar
 
 log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
 RequestId = tuple[str, Hashable]
 ComputeFn = Callable[[IndicatorRequest, Bars, ComputeContext], PanelResult]
+
+YIELD_EVERY_S = 0.002
+"""The longest the indicator worker runs between two yields to the event loop (ticks keep flowing)."""
+
+PAYLOADS_PER_WINDOW = 64
+"""Distinct payload texts kept per window within one bar (a client varying its request can't grow it)."""
 
 
 def _freeze(value: Any) -> Hashable:
@@ -91,16 +105,35 @@ class CachedResult:
 
 
 class WindowIndicators:
-    """Registered indicator instances and cached results of one window."""
+    """Registered indicator instances, their newest bar, and cached results and payloads of one window."""
 
-    __slots__ = ("_last_time", "_results", "requests")
+    __slots__ = ("_last_time", "_payloads", "_results", "newest", "requests")
 
     def __init__(self, defaults: Sequence[IndicatorRequest] = ()) -> None:
         self.requests: dict[RequestId, IndicatorRequest] = {}
         self._results: dict[tuple[RequestId, int], CachedResult] = {}
+        self._payloads: dict[Hashable, str] = {}
         self._last_time: int | None = None
+        self.newest: dict[RequestId, Newest] = {}
+        """Each registered instance's newest line values and signals, as of the last closed bar served."""
         for req in defaults:
             self.register(req)
+
+    def _at(self, last_time: int | None) -> None:
+        if last_time != self._last_time:
+            self._results.clear()  # results and payloads of older bars are worthless
+            self._payloads.clear()
+            self._last_time = last_time
+
+    def payload_text(self, key: Hashable, last_time: int | None) -> str | None:
+        """The payload text cached under ``key`` for the bar ending at ``last_time``."""
+        return self._payloads.get(key) if last_time == self._last_time else None
+
+    def store_payload(self, key: Hashable, last_time: int | None, text: str) -> None:
+        self._at(last_time)
+        if len(self._payloads) >= PAYLOADS_PER_WINDOW:
+            self._payloads.pop(next(iter(self._payloads)))
+        self._payloads[key] = text
 
     def register(self, req: IndicatorRequest) -> RequestId:
         rid = request_id(req)
@@ -109,6 +142,7 @@ class WindowIndicators:
 
     def unregister(self, rid: RequestId) -> None:
         self.requests.pop(rid, None)
+        self.newest.pop(rid, None)
 
     def lookup(self, req: IndicatorRequest, n: int, last_time: int | None) -> CachedResult | None:
         if last_time != self._last_time:
@@ -116,9 +150,7 @@ class WindowIndicators:
         return self._results.get((request_id(req), n))
 
     def store(self, req: IndicatorRequest, cached: CachedResult) -> None:
-        if cached.last_time != self._last_time:
-            self._results.clear()  # results of older bars are worthless
-            self._last_time = cached.last_time
+        self._at(cached.last_time)
         self._results[(request_id(req), cached.n)] = cached
 
     def full_results(self) -> dict[RequestId, CachedResult]:
@@ -191,11 +223,23 @@ class IndicatorEngine:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            since_yield = time.perf_counter()
             while self._dirty:
                 key = next(iter(self._dirty))
                 del self._dirty[key]
                 await self._update(key)
-                await asyncio.sleep(0)
+                now = time.perf_counter()
+                if now - since_yield >= YIELD_EVERY_S:
+                    await asyncio.sleep(0)
+                    since_yield = time.perf_counter()
+
+    async def _newest(self, key: Key, req: IndicatorRequest, bars: Bars) -> tuple[Newest, PanelResult | None]:
+        """The newest bar of one indicator, and its full result when that had to be computed."""
+        d = req.definition
+        if d.newest is not None and d.fetch is None:
+            return d.newest(bars, req.params), None
+        result = await self.compute_one(key, req, bars)
+        return from_result(result, bars), result
 
     async def _update(self, key: Key) -> None:
         wi = self.windows.get(key)
@@ -206,9 +250,9 @@ class IndicatorEngine:
         names: list[str] = []
         signals: list[tuple[str, str]] = []
         hits: list[SignalHit] = []
-        for req in list(wi.requests.values()):
+        for rid, req in list(wi.requests.items()):
             try:
-                result = await self.compute_one(key, req, bars)
+                newest, result = await self._newest(key, req, bars)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken indicator must not stop the others
@@ -217,13 +261,13 @@ class IndicatorEngine:
                 continue
             if self.windows.get(key) is not wi:
                 return
-            wi.store(req, CachedResult(summary_view(result), len(bars), last))
+            if result is not None:
+                wi.store(req, CachedResult(summary_view(result), len(bars), last))
+            wi.newest[rid] = newest
             names.append(req.key)
-            rid = request_id(req)
-            for s in on_newest_bar(result, bars):
-                signals.append((req.key, s.label))
-                hits.append(SignalHit(rid, s.label, s.value))
-            await asyncio.sleep(0)
+            for label, value in newest.signals:
+                signals.append((req.key, label))
+                hits.append(SignalHit(rid, label, value))
         self.updates += 1
         if last is not None:
             self._bus.publish(IndicatorsUpdated(key[0], key[1], last, tuple(names), tuple(signals), tuple(hits)))

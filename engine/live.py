@@ -20,6 +20,7 @@ import aiohttp
 import structlog
 
 from engine.bars import Bars
+from engine.charts.jsonout import pretty
 from engine.charts.summary import indicators_payload
 from engine.events import EventBus, Subscription
 from engine.feed.backfill import KlineRest
@@ -28,7 +29,7 @@ from engine.feed.protocol import MarketFeed, StreamSink, SymbolCatalogue
 from engine.feed.stream_manager import StreamManager
 from engine.feed.stream_settings import StreamSettings
 from engine.feed.sync import Key, WindowState, WindowSync, window_key
-from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId
+from engine.indicator_state import ComputeFn, IndicatorEngine, RequestId, request_id
 from engine.indicators.registry import IndicatorRequest
 from engine.indicators.warmup import shown_part, warmup_of
 
@@ -212,6 +213,46 @@ class LiveEngine:
         st = self._state(symbol, interval)
         if st is None or len(st.window) == 0:
             return None
+        return await self._indicator_payload(st, symbol, interval, requests, bars, all_signals)
+
+    async def indicator_text(
+        self,
+        symbol: str,
+        interval: str,
+        requests: Sequence[IndicatorRequest],
+        *,
+        bars: int | None = None,
+        all_signals: bool = False,
+    ) -> str | None:
+        """:meth:`indicator_payload` as the tool's JSON text, cached per request until the window's next bar.
+
+        The key holds everything the text depends on: the names as asked, the instances
+        (params), ``bars``, ``all_signals``, the newest closed bar and whether the window is stale.
+        """
+        st = self._state(symbol, interval)
+        if st is None or len(st.window) == 0:
+            return None
+        wi = self.indicators.windows.get(st.key)
+        last = st.window.last_time
+        key = (symbol, interval, tuple((r.key, request_id(r)) for r in requests), bars, all_signals, st.stale)
+        if wi is not None:
+            cached = wi.payload_text(key, last)
+            if cached is not None:
+                return cached
+        text = pretty(await self._indicator_payload(st, symbol, interval, requests, bars, all_signals))
+        if wi is not None and self.indicators.windows.get(st.key) is wi and st.window.last_time == last:
+            wi.store_payload(key, last, text)
+        return text
+
+    async def _indicator_payload(
+        self,
+        st: WindowState,
+        symbol: str,
+        interval: str,
+        requests: Sequence[IndicatorRequest],
+        bars: int | None,
+        all_signals: bool,
+    ) -> dict[str, Any]:
         data = st.window.bars(bars)
         inputs: dict[int | None, Bars] = {}
         results = []

@@ -19,6 +19,7 @@ from engine.indicators.params import Param, configure
 
 if TYPE_CHECKING:
     from engine.indicators.external.sources import ExternalSources
+    from engine.indicators.newest import Newest
 
 Kind = Literal["overlay", "panel", "external"]
 Params = Mapping[str, Any]
@@ -44,6 +45,8 @@ ComputeFn = Callable[[Bars, Params, ComputeContext], PanelResult]
 FetchFn = Callable[["ExternalSources", Bars, Params, ComputeContext], Awaitable[Any]]
 WarmupFn = Callable[[Params, str], int]
 """Bars of history an indicator needs before the first shown bar, from its params and the interval."""
+NewestFn = Callable[[Bars, Params], "Newest"]
+"""The newest bar's line values and confirmed signals, equal to the full computation's (engine.indicators.newest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,8 @@ class IndicatorDef:
     ``fetch`` is set only for external indicators.  ``warmup`` says how many bars of history
     before the first shown bar make every value on the shown bars defined and settled
     (engine.indicators.warmup); None means none (the indicator describes the shown bars).
+    ``newest`` is the per-bar path (engine.indicators.newest); None means the engine reads the
+    newest bar off the full computation.
     """
 
     name: str
@@ -65,6 +70,7 @@ class IndicatorDef:
     signals: tuple[str, ...] = ()
     fetch: FetchFn | None = field(default=None)
     warmup: WarmupFn | None = field(default=None)
+    newest: NewestFn | None = field(default=None)
 
     @property
     def is_overlay(self) -> bool:

@@ -154,11 +154,11 @@ async def get_indicators(ctx: ToolContext, args: GetIndicatorsArgs) -> ToolResul
     if services.engine is not None:
         # without an explicit `bars` the engine answers over its whole (warm) window
         window = args.bars if args.explicit_bars else None
-        cached = await services.engine.indicator_payload(
+        cached = await services.engine.indicator_text(
             args.symbol, args.interval, args.indicators, bars=window, all_signals=args.all_signals
         )
         if cached is not None:
-            return [text(cached)]
+            return [types.TextContent(text=cached)]
     try:
         payload = await services.charts.indicators_text(
             args.symbol,

@@ -121,3 +121,40 @@ async def test_a_failing_indicator_does_not_stop_the_others() -> None:
         worker.cancel()
     assert ev.indicators == ("scaled",)  # type: ignore[union-attr]
     assert eng.errors == 1
+
+
+async def test_per_bar_work_is_the_newest_bar_only_and_payloads_compute_on_request() -> None:
+    """Indicators with a per-bar path are not computed in full on close; their newest values are
+    kept, equal to TA-Lib's; the full result is computed when a client asks."""
+    import talib
+
+    from engine.indicators.registry import parse_requests
+
+    full_calls: list[str] = []
+
+    def counting(req: IndicatorRequest, bars: Bars, ctx: Any) -> PanelResult:
+        full_calls.append(req.key)
+        return req.definition.compute(bars, req.params, ctx)
+
+    rng = np.random.default_rng(1)
+    close = 100 + np.cumsum(rng.normal(0, 1, 300))
+    bars = Bars(close, close + 1, close - 1, close, np.full(300, 5.0), np.arange(300, dtype=np.int64) * 60)
+    key = ("BTCUSDT", "1m")
+    bus = EventBus()
+    requests = [*parse_requests(["rsi", "macd"]), _req()]
+    eng = IndicatorEngine({key: bars}.get, bus, defaults=requests, compute=counting)
+    eng.add_window(key)
+    sub = bus.subscribe([IndicatorsUpdated])
+    worker = asyncio.create_task(eng.run())
+    try:
+        eng.mark_dirty(key)
+        ev = await asyncio.wait_for(sub.get(), 5)
+    finally:
+        worker.cancel()
+    assert ev.indicators == ("rsi", "macd", "scaled")  # type: ignore[union-attr]
+    assert full_calls == ["scaled"]  # the test indicator has no per-bar path
+    newest = {rid[0]: n for rid, n in eng.windows[key].newest.items()}
+    assert newest["rsi"].values == (("RSI", float(talib.RSI(close, 14)[-1])),)
+    assert newest["macd"].values[0] == ("MACD", float(talib.EMA(close, 12)[-1] - talib.EMA(close, 26)[-1]))
+    [(_, result)] = await eng.results_for(key, [requests[0]], bars)
+    assert full_calls == ["scaled", "rsi"] and float(result.lines[0].y[-1]) == newest["rsi"].values[0][1]

@@ -9,6 +9,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, Line, PanelResult
+from engine.indicators.newest import Newest, last, window_sigma
 from engine.indicators.params import Param, period
 from engine.indicators.primitives import atr, ema, highest, lowest, sma, stdev
 
@@ -31,6 +32,14 @@ def _bbands(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
     mid = sma(bars.close, n)
     dev = stdev(bars.close, n, ddof=0)
     return _channel("BB", "BB", mid + k * dev, mid, mid - k * dev, colors.BLUE)
+
+
+def _bbands_newest(bars: Bars, params: Params) -> Newest:
+    """The newest bands: the SMA over the window (TA-Lib's running sum), σ over the last ``period`` closes."""
+    n, k = params["period"], params["std_dev"]
+    mid = last(sma(bars.close, n))
+    dev = window_sigma(bars.close, n)
+    return Newest((("BB Upper", mid + k * dev), ("BB Mid", mid), ("BB Lower", mid - k * dev)), ())
 
 
 def _keltner(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
@@ -56,6 +65,7 @@ BBANDS = IndicatorDef(
         "`period` closes (as TradingView and TA-Lib)."
     ),
     compute=_bbands,
+    newest=_bbands_newest,
     warmup=wu.Rule("window", ("period",)),
     params=(
         period("period", 20, "moving-average length in bars"),

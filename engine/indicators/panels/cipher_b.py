@@ -15,6 +15,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import DivLine, Dot, Fill, Histogram, HLine, Line, PanelResult
+from engine.indicators.newest import EMPTY, Newest, crossed_over, crossed_under, fractal_at, previous_fractal, values_of
 from engine.indicators.panels.fractals import divergences
 from engine.indicators.panels.wavetrend import wavetrend_core, wavetrend_warmup
 from engine.indicators.params import Param, period
@@ -164,6 +165,60 @@ def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
     )
 
 
+LINE_LABELS = ("WT1", "WT2", "RSI", "Stoch K", "Stoch D")
+
+
+def _newest_divergence(wt2: FloatArray, bars: Bars, r: FloatArray, c: int) -> list[tuple[str, float]]:
+    """The divergence signals confirmed two bars after fractal centre ``c`` (as _divergence_signals)."""
+    kind = fractal_at(wt2, c)
+    if kind == 0:
+        return []
+    prev = previous_fractal(wt2, c, kind)
+    if prev is None:
+        return []
+    y, before = float(wt2[c]), float(wt2[prev])
+    if kind > 0:
+        if y >= BEAR_DIV_MIN and bars.high[c] > bars.high[prev] and y < before:
+            return [("wt_bear_div", y), ("any_bear_div", 95.0)]
+        return []
+    if not (y <= BULL_DIV_MAX and bars.low[c] < bars.low[prev] and y > before):
+        return []
+    out = [("wt_bull_div", y), ("any_bull_div", -95.0)]
+    if before <= GOLD_LEVEL and y > GOLD_LEVEL and before - y <= -5.0 and r[c] < RSI_OS:
+        out.append(("gold_buy", y))
+    return out
+
+
+def _newest(bars: Bars, p: Params) -> Newest:
+    """The newest bar: the same arrays as _compute, the signal rules at the last index only."""
+    n = len(bars)
+    if n < 5:
+        return EMPTY
+    wt1, wt2 = wavetrend_core(bars, p["wt_channel_length"], p["wt_average_length"])
+    r = rsi(bars.close, 14)
+    k, d = stoch_rsi(bars.close, 14)
+    i = n - 1
+    strict = p["dot_mode"] == "strict"
+    signals: list[tuple[str, float]] = []
+    if crossed_over(wt1, wt2, i):
+        if wt2[i] <= p["wt_oversold"] and (not strict or (r[i] < 30 and k[i] < 20)):
+            signals.append(("buy", float(wt2[i])))
+        elif not strict or r[i] < 40:
+            signals.append(("buy_small", float(wt2[i])))
+    elif crossed_under(wt1, wt2, i):
+        if wt2[i] >= p["wt_overbought"] and (not strict or (r[i] > 70 and k[i] > 80)):
+            signals.append(("sell", float(wt2[i])))
+        elif not strict or r[i] > 60:
+            signals.append(("sell_small", float(wt2[i])))
+    if r[i] <= RSI_OS and r[i - 1] > RSI_OS:
+        signals.append(("rsi_oversold", float(r[i])))
+    if r[i] >= RSI_OB and r[i - 1] < RSI_OB:
+        signals.append(("rsi_overbought", float(r[i])))
+    signals += _newest_divergence(wt2, bars, r, i - 2)
+    signals = [(label, v) for label, v in signals if np.isfinite(v)]
+    return Newest(values_of(LINE_LABELS, (wt1, wt2, r, k, d)), tuple(signals))
+
+
 CIPHER_B = IndicatorDef(
     name="cipher_b",
     kind="panel",
@@ -181,6 +236,7 @@ CIPHER_B = IndicatorDef(
     ),
     compute=_compute,
     warmup=_warmup,
+    newest=_newest,
     params=(
         Param(
             "dot_mode",

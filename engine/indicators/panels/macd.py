@@ -13,6 +13,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Histogram, HLine, Line, PanelResult
+from engine.indicators.newest import Newest, values_of
 from engine.indicators.params import period
 from engine.indicators.primitives import ema
 
@@ -25,11 +26,18 @@ def _warmup(p: Params, interval: str) -> int:
     return max(wu.ema(p["fast"]), wu.ema(p["slow"])) + wu.ema(p["signal"])
 
 
-def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
-    fast, slow, signal_len = params["fast"], params["slow"], params["signal"]
+def _lines(bars: Bars, params: Params) -> tuple[np.ndarray, np.ndarray]:
     close = bars.close
-    macd = ema(close, fast) - ema(close, slow)
-    signal = ema(macd, signal_len)
+    macd = ema(close, params["fast"]) - ema(close, params["slow"])
+    return macd, ema(macd, params["signal"])
+
+
+def _newest(bars: Bars, params: Params) -> Newest:
+    return Newest(values_of(("MACD", "Signal"), _lines(bars, params)), ())
+
+
+def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
+    macd, signal = _lines(bars, params)
     hist = macd - signal
     with np.errstate(invalid="ignore"):
         rising = np.concatenate(([False], hist[1:] >= hist[:-1])) if len(hist) else np.zeros(0, bool)
@@ -55,6 +63,7 @@ MACD = IndicatorDef(
     ),
     compute=_compute,
     warmup=_warmup,
+    newest=_newest,
     params=(
         period("fast", 12, "fast EMA length in bars"),
         period("slow", 26, "slow EMA length in bars"),

@@ -15,6 +15,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Fill, HLine, Line, PanelResult
+from engine.indicators.newest import Newest, values_of
 from engine.indicators.params import period
 from engine.indicators.primitives import highest, lowest, nans, rolling_sum, rsi, safe_div, sma
 
@@ -44,6 +45,10 @@ def _channel(bars: Bars, n: int) -> tuple[FloatArray, FloatArray]:
 # --- RSI -------------------------------------------------------------------------------
 
 
+def _rsi_newest(bars: Bars, params: Params) -> Newest:
+    return Newest(values_of(("RSI",), (rsi(bars.close, params["length"]),)), ())
+
+
 def _rsi(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
     return _panel(
         "RSI", [Line(rsi(bars.close, params["length"]), colors.PURPLE, label="RSI")], (70.0, 30.0, 50.0), (0.0, 100.0)
@@ -60,6 +65,7 @@ RSI = IndicatorDef(
     ),
     compute=_rsi,
     warmup=wu.Rule("rma", ("length",)),
+    newest=_rsi_newest,
     params=(period("length", 14, "RSI length in bars"),),
 )
 

@@ -9,6 +9,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Histogram, HLine, Line, PanelResult
+from engine.indicators.newest import Newest, crossed_over, crossed_under, values_of
 from engine.indicators.panels.oscillators import money_flow_index
 from engine.indicators.params import IndicatorParamError, Param, period
 from engine.indicators.primitives import crossover, crossunder, highest, lowest, rsi, sma
@@ -33,9 +34,13 @@ def _level_crosses(x: FloatArray, level: float) -> tuple[np.ndarray, np.ndarray]
     return np.flatnonzero(crossover(x, flat)), np.flatnonzero(crossunder(x, flat))
 
 
-def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
+def _check_levels(p: Params) -> None:
     if p["oversold"] >= p["overbought"]:
         raise IndicatorParamError("rsi_mfi_stoch: parameter 'oversold' must be below 'overbought'")
+
+
+def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
+    _check_levels(p)
     r = rsi(bars.close, p["rsi_length"])
     m = money_flow_index(bars, p["mfi_length"])
     k, d = slow_stochastic(bars, p["stoch_k"], p["stoch_smooth"], p["stoch_d"])
@@ -75,6 +80,29 @@ def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
     )
 
 
+def _newest(bars: Bars, p: Params) -> Newest:
+    """The newest bar: the same four lines as _compute, the entry rules at the last index only."""
+    _check_levels(p)
+    r = rsi(bars.close, p["rsi_length"])
+    m = money_flow_index(bars, p["mfi_length"])
+    k, d = slow_stochastic(bars, p["stoch_k"], p["stoch_smooth"], p["stoch_d"])
+    values = values_of(("RSI", "MFI", "Stoch K", "Stoch D"), (r, m, k, d))
+    i = len(bars) - 1
+    if not p["show_entry_dots"] or i < 1:
+        return Newest(values, ())
+    signals: list[tuple[str, float]] = []
+    lo, hi = p["oversold"], p["overbought"]
+    if r[i] > lo and r[i - 1] <= lo:
+        signals.append(("rsi_oversold", float(r[i])))
+    if r[i] < hi and r[i - 1] >= hi:
+        signals.append(("rsi_overbought", float(r[i])))
+    if crossed_over(k, d, i) and k[i] < 20:
+        signals.append(("stoch_oversold", float(k[i])))
+    if crossed_under(k, d, i) and k[i] > 80:
+        signals.append(("stoch_overbought", float(k[i])))
+    return Newest(values, tuple((label, v) for label, v in signals if np.isfinite(v)))
+
+
 def _warmup(p: Params, interval: str) -> int:
     stoch = wu.window(p["stoch_k"]) + wu.window(p["stoch_smooth"]) + wu.window(p["stoch_d"])
     return max(wu.rma(p["rsi_length"]), p["mfi_length"], stoch)
@@ -97,6 +125,7 @@ RSI_MFI_STOCH = IndicatorDef(
     ),
     compute=_compute,
     warmup=_warmup,
+    newest=_newest,
     params=(
         period("rsi_length", 14, "RSI length"),
         period("mfi_length", 14, "MFI length"),

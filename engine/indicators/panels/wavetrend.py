@@ -9,6 +9,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Fill, HLine, Line, PanelResult
+from engine.indicators.newest import Newest, crossed_over, crossed_under, values_of
 from engine.indicators.params import period
 from engine.indicators.primitives import crossover, crossunder, ema, sma
 
@@ -64,6 +65,18 @@ def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
     )
 
 
+def _newest(bars: Bars, params: Params) -> Newest:
+    """The newest bar: WT1/WT2 as _compute, the cross rules at the last index only."""
+    wt1, wt2 = wavetrend_core(bars, params["ch_len"], params["avg_len"])
+    i = len(bars) - 1
+    signals: tuple[tuple[str, float], ...] = ()
+    if crossed_over(wt1, wt2, i):
+        signals = (("cross_up_os" if wt2[i] <= OS else "cross_up", float(wt2[i])),)
+    elif crossed_under(wt1, wt2, i):
+        signals = (("cross_down_ob" if wt2[i] >= OB else "cross_down", float(wt2[i])),)
+    return Newest(values_of(("WT1", "WT2"), (wt1, wt2)), signals)
+
+
 WAVETREND = IndicatorDef(
     name="wavetrend",
     kind="panel",
@@ -75,6 +88,7 @@ WAVETREND = IndicatorDef(
     ),
     compute=_compute,
     warmup=_warmup,
+    newest=_newest,
     params=(period("ch_len", 9, "channel EMA length"), period("avg_len", 12, "average EMA length")),
     aliases=("wt",),
     signals=WT_SIGNALS,

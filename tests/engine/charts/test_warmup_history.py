@@ -357,3 +357,24 @@ def test_every_definition_and_a_job_with_warmup_stay_picklable_for_render_worker
     job = ChartJob(HISTORY.tail(1000), requests, (None,) * 3, "BTCUSDT", "1h", "series", shown=200)
     copy = pickle.loads(pickle.dumps(job))
     assert run_chart_job(copy).text == run_chart_job(job).text
+
+
+async def test_engine_payload_text_is_built_once_per_bar_and_request(fake: FakeBinance) -> None:  # noqa: F811
+    """The tool's text is cached per request until the next bar: the same object, then a new one."""
+    async with engine_for(fake, [("BTCUSDT", "1m")], window=300) as engine:
+        await settle(engine)
+        requests = parse_requests(["rsi", "cipher_b"])
+        text = await engine.indicator_text("BTCUSDT", "1m", requests, bars=100)
+        assert text is not None
+        assert json.loads(text) == await engine.indicator_payload("BTCUSDT", "1m", requests, bars=100)
+        assert await engine.indicator_text("BTCUSDT", "1m", requests, bars=100) is text
+        other = await engine.indicator_text("BTCUSDT", "1m", parse_requests(["rsi", "cb"]), bars=100)
+        assert other is not text and json.loads(other)["indicators"].keys() == {"rsi", "cb"}
+        assert await engine.indicator_text("BTCUSDT", "1m", requests, bars=50) is not text
+        assert await engine.indicator_text("BTCUSDT", "1m", requests, bars=100, all_signals=True) is not text
+        window = engine.sync.windows[("BTCUSDT", "1m")].window
+        last = window.last_time
+        assert last is not None
+        window.apply_closed(last + 60, 1.0, 2.0, 0.5, 1.5, 10.0)
+        newer = await engine.indicator_text("BTCUSDT", "1m", requests, bars=100)
+        assert newer is not None and newer != text and json.loads(newer)["last_bar_time"] == last + 60

@@ -1,15 +1,18 @@
 """Signals fire on the same bars as recorded: 5,000 sample bars × the 25 labels.
 
-``data/signals_5000.json`` was recorded from the full-window computation before the engine's
-per-bar path changed (issue "engine scale"); ``data/signal_bars.npz`` holds the bars (a random
-walk with a rally, a sell-off, a flat stretch, a violent stretch and a run of zero volume).
-Two checks: the full computation still gives every recorded signal, and the engine's per-bar
-path (engine.indicators.newest) — fed one closed bar at a time over a 1,000-bar sliding
-window, as the live engine does — confirms each signal on the same bar with the same value.
+``data/signals_5000.json`` was recorded before the engine's per-bar path changed (issue "engine
+scale"), twice: ``signals`` from the full computation over all 5,000 bars, and ``per_bar``
+what the engine published then — the full computation over its 1,000-bar sliding window, one
+closed bar at a time, the signals confirmed on the newest bar.  ``data/signal_bars.npz`` holds
+the bars (a random walk with a rally, a sell-off, a flat stretch, a violent stretch and a run
+of zero volume).  Checks: the full computation still gives every recorded signal; the engine's
+worker now (engine.indicators.newest) publishes the recorded per-bar signals on the same bars
+with the same values.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -18,9 +21,13 @@ import numpy as np
 import pytest
 
 from engine.bars import Bars
+from engine.events import EventBus, IndicatorsUpdated
+from engine.indicator_state import IndicatorEngine
 from engine.indicators.base import ComputeContext
-from engine.indicators.registry import lookup
+from engine.indicators.newest import from_result
+from engine.indicators.registry import IndicatorRequest, lookup
 from engine.signals import SIGNAL_LABELS, extract
+from engine.windows import Applied, RollingWindow
 
 DATA = Path(__file__).parent / "data"
 WINDOW = 1000
@@ -61,3 +68,87 @@ def test_full_computation_gives_the_recorded_signals(key: str) -> None:
     assert [g[:3] for g in got] == [r[:3] for r in RECORDED[key]]
     for g, r in zip(got, RECORDED[key], strict=True):
         assert math.isclose(g[3], r[3], rel_tol=1e-12, abs_tol=1e-12), (g, r)
+
+
+def _per_bar_recorded(key: str) -> dict[int, list[tuple[str, float]]]:
+    out: dict[int, list[tuple[str, float]]] = {}
+    for label, i, value in PER_BAR[key]:
+        out.setdefault(i, []).append((label, value))
+    return out
+
+
+PER_BAR: dict[str, list[list]] = json.loads((DATA / "signals_5000.json").read_text())["per_bar"]
+WITH_NEWEST = sorted(k for k in RECORDED if lookup(_request(k)[0]).newest is not None)  # type: ignore[union-attr]
+WITHOUT_NEWEST = sorted(k for k in RECORDED if k not in WITH_NEWEST)
+
+
+def _same(got: list[tuple[str, float]], want: list[tuple[str, float]], where: str) -> None:
+    assert [g[0] for g in got] == [w[0] for w in want], where
+    for (_, a), (_, b) in zip(got, want, strict=True):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12), (where, a, b)
+
+
+async def test_the_engine_fires_the_recorded_signals_on_the_same_bars() -> None:
+    """The live engine's worker, fed one closed bar at a time into a 1,000-bar window, publishes
+    exactly the signals the engine published before (recorded per bar) — for every indicator
+    with a per-bar path, at every one of the 5,000 bars."""
+    assert set(WITH_NEWEST) >= {"cipher_b", "cipher_b?dot_mode=classic", "wavetrend", "rsi_mfi_stoch"}
+    requests = []
+    for k in WITH_NEWEST:
+        name, raw = _request(k)
+        d = lookup(name)
+        assert d is not None
+        requests.append(IndicatorRequest(k, d, d.configure(raw)))
+    window = RollingWindow("BTCUSDT", "1h", capacity=WINDOW)
+    wkey = ("BTCUSDT", "1h")
+    bus = EventBus(100_000)
+    engine = IndicatorEngine(lambda key: window.bars(), bus, defaults=requests)
+    engine.add_window(wkey)
+    sub = bus.subscribe([IndicatorsUpdated], maxsize=100_000)
+    expected = {k: _per_bar_recorded(k) for k in WITH_NEWEST}
+    worker = asyncio.create_task(engine.run())
+    compared = 0
+    try:
+        assert BARS.times is not None
+        for i in range(len(BARS)):
+            applied = window.apply_closed(
+                int(BARS.times[i]),
+                float(BARS.open[i]),
+                float(BARS.high[i]),
+                float(BARS.low[i]),
+                float(BARS.close[i]),
+                float(BARS.volume[i]),
+            )
+            assert applied is Applied.APPENDED
+            engine.mark_dirty(wkey)
+            event = await asyncio.wait_for(sub.get(), 5)
+            assert isinstance(event, IndicatorsUpdated) and event.bar_time == int(BARS.times[i])
+            by_key: dict[str, list[tuple[str, float]]] = {k: [] for k in WITH_NEWEST}
+            for hit, (name, label) in zip(event.hits, event.signals, strict=True):
+                assert hit.label == label
+                by_key[name].append((label, hit.value))
+            for k in WITH_NEWEST:
+                want = expected[k].get(i, [])
+                _same(by_key[k], want, f"{k} bar {i}")
+                compared += len(want)
+    finally:
+        worker.cancel()
+    assert compared > 3000
+
+
+@pytest.mark.parametrize("key", WITHOUT_NEWEST)
+def test_indicators_read_in_full_still_give_the_recorded_per_bar_signals(key: str) -> None:
+    """Indicators without a per-bar path: the newest bar read off the full computation over the
+    window, at every recorded signal bar and every 10th bar (their code did not change)."""
+    name, raw = _request(key)
+    d = lookup(name)
+    assert d is not None
+    params = d.configure(raw)
+    want = _per_bar_recorded(key)
+    ctx = ComputeContext(symbol="BTCUSDT", interval="1h")
+    for i in sorted(set(want) | set(range(0, len(BARS), 10))):
+        s = max(0, i + 1 - WINDOW)
+        w = Bars(
+            *(a[s : i + 1] for a in (BARS.open, BARS.high, BARS.low, BARS.close, BARS.volume)), BARS.times[s : i + 1]
+        )  # type: ignore[index]
+        _same(list(from_result(d.compute(w, params, ctx), w).signals), want.get(i, []), f"{key} bar {i}")
