@@ -43,8 +43,8 @@ AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 class AlertMarket(Protocol):
     """What the evaluator needs from the live engine (LiveEngine satisfies it)."""
 
-    def follow(self, symbol: str, interval: str) -> Any: ...
-    def unfollow(self, symbol: str, interval: str) -> None: ...
+    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> Any: ...
+    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None: ...
     def register_indicator(self, symbol: str, interval: str, request: IndicatorRequest) -> Hashable: ...
     def subscribe(self, kinds: Any = None, *, symbols: Any = None, maxsize: int | None = None) -> Any: ...
     def last_price(self, symbol: str) -> float | None: ...
@@ -121,7 +121,7 @@ class AlertEvaluator:
     # --- index maintenance ---------------------------------------------------------------
     def index(self, alert: Alert, request: IndicatorRequest | None = None) -> None:
         """Add an active alert to the indexes and make the engine follow its market."""
-        self.market.follow(alert.symbol, alert.interval)
+        self.market.follow(alert.symbol, alert.interval, priority=True)
         if alert.action is not None:
             self._action_alerts[alert.id] = alert
         if alert.kind == "indicator_signal":
@@ -144,7 +144,7 @@ class AlertEvaluator:
         bulk: list[tuple[str, bool, float, str]] = []
         for a in alerts:
             if a.kind != "indicator_signal" and a.trigger == "touch":
-                self.market.follow(a.symbol, a.interval)
+                self.market.follow(a.symbol, a.interval, priority=True)
                 if a.action is not None:
                     self._action_alerts[a.id] = a
                 bulk.append((a.symbol, a.kind == "price_above", a.threshold or 0.0, a.id))
@@ -173,7 +173,7 @@ class AlertEvaluator:
             self._close_created.pop(alert.id, None)
         else:
             self.touch.remove(alert.symbol, alert.kind == "price_above", alert.threshold or 0.0, alert.id)
-        self.market.unfollow(alert.symbol, alert.interval)
+        self.market.unfollow(alert.symbol, alert.interval, priority=True)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -288,7 +288,7 @@ class AlertEvaluator:
             if f.alert.kind == "indicator_signal" or f.alert.trigger == "close":
                 self.unindex(f.alert)
             else:
-                self.market.unfollow(f.alert.symbol, f.alert.interval)
+                self.market.unfollow(f.alert.symbol, f.alert.interval, priority=True)
         missing = [f.alert_id for f in firings if f.alert_id not in fired_ids]
         if missing:
             log.debug("alert_already_gone", alerts=len(missing))

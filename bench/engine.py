@@ -152,7 +152,7 @@ class _NullBus:
 
 # --- engine against the simulator (simulator in a child process) --------------------------
 @asynccontextmanager
-async def simulator_process(symbols: list[str]) -> AsyncIterator[str]:
+async def simulator_process(symbols: list[str], *, weight_limit: int = 6000) -> AsyncIterator[str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -162,6 +162,8 @@ async def simulator_process(symbols: list[str]) -> AsyncIterator[str]:
         "0",
         "--clock",
         "manual",
+        "--weight-limit",
+        str(weight_limit),
         "--symbols",
         ",".join(symbols),
         stdout=asyncio.subprocess.PIPE,
@@ -177,11 +179,13 @@ async def simulator_process(symbols: list[str]) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def engine_on(url: str, markets: list[tuple[str, str]], window: int) -> AsyncIterator[LiveEngine]:
+async def engine_on(
+    url: str, markets: list[tuple[str, str]], window: int, *, weight_limit: int = 6000
+) -> AsyncIterator[LiveEngine]:
     async with aiohttp.ClientSession() as session:
         engine = LiveEngine(
             session=session,
-            rest=BinanceRest(session, url, gate=RateGate(6000)),
+            rest=BinanceRest(session, url, gate=RateGate(weight_limit)),
             stream_url=url.replace("http", "ws", 1),
             indicators=parse_requests(["cipher_b", "macd", "rsi"]),
             config=EngineConfig(window_bars=window, streams=StreamSettings(stall_timeout_s=None)),
@@ -193,38 +197,75 @@ async def engine_on(url: str, markets: list[tuple[str, str]], window: int) -> As
 
 
 async def bench_warm_up(symbols: int = 100, window: int = 1000) -> float:
-    """Seconds from start until 100 symbols × 1000 bars are warm."""
-    names = [f"W{i:03d}USDT" for i in range(symbols)]
-    async with simulator_process(names) as url:
+    """Seconds from start until ``symbols`` × 1000 bars (1m) are warm."""
+    return (await warm_up_run(symbols, window))["seconds"]
+
+
+async def _rate_limited(ctl: aiohttp.ClientSession, url: str) -> int:
+    async with ctl.get(f"{url}/sim/v1/state") as resp:
+        state = await resp.json()
+    return sum(n for k, n in state["requests"].items() if k.startswith("429 "))
+
+
+async def warm_up_run(symbols: int, window: int = 1000) -> dict[str, Any]:
+    """One warm-up against the simulator at Binance's REQUEST_WEIGHT 6000/min: seconds until every
+    window is warm, 429 answers seen by the simulator (must be 0), and the floor the weight budget
+    sets (klines weight 2 per market, 80 % of 6000 over any rolling minute)."""
+    names = [f"W{i:04d}USDT" for i in range(symbols)]
+    async with simulator_process(names) as url, aiohttp.ClientSession() as ctl:
         t0 = time.perf_counter()
         async with engine_on(url, [(s, "1m") for s in names], window) as engine:
-            async with asyncio.timeout(300):
+            async with asyncio.timeout(900):
                 await engine.wait_ready()
-            return time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+        limited = await _rate_limited(ctl, url)
+    budget = RateGate(6000).budget
+    floor = max(0.0, (2 * symbols - budget) / budget * 60.0)
+    return {"markets": symbols, "seconds": seconds, "rate_limited": limited, "budget_floor_s": floor}
 
 
-async def bench_closed_bar_storm(symbols: int = 1000, window: int = 1000) -> dict[str, float]:
-    """1,000 symbols close on the same minute: latency of each indicator update after the close."""
+def bench_warm_up_scaling(sizes: tuple[int, ...] = (1000, 2000, 5000)) -> list[dict[str, Any]]:
+    """Warm-up of 1,000 / 2,000 / 5,000 markets × 1,000 bars, each in a fresh engine and simulator."""
+    return [asyncio.run(warm_up_run(n)) for n in sizes]
+
+
+async def bench_closed_bar_storm(
+    symbols: int = 1000, window: int = 1000, intervals: tuple[str, ...] = ("1m",)
+) -> dict[str, float]:
+    """Every window closes a bar on the same advance: latency of each window's indicator update
+    (default set) after the simulator pushed the closes.  The simulator's weight limit is raised for
+    this bench only, so that warming 10,000 windows does not take minutes (warm-up is benched apart)."""
     names = [f"C{i:04d}USDT" for i in range(symbols)]
-    async with simulator_process(names) as url, aiohttp.ClientSession() as ctl:
-        async with engine_on(url, [(s, "1m") for s in names], window) as engine:
-            async with asyncio.timeout(600):
+    markets = [(s, i) for s in names for i in intervals]
+    limit = max(6000, 4 * len(markets))
+    async with simulator_process(names, weight_limit=limit) as url, aiohttp.ClientSession() as ctl:
+        async with engine_on(url, markets, window, weight_limit=limit) as engine:
+            async with asyncio.timeout(900):
                 await engine.wait_ready()
-            sub = engine.subscribe([IndicatorsUpdated], maxsize=symbols * 4)
+            sub = engine.subscribe([IndicatorsUpdated], maxsize=len(markets) * 4)
             await asyncio.sleep(3)  # let warm-up recomputation settle before measuring
             while sub.qsize():
                 sub.get_nowait()
-            async with ctl.post(f"{url}/sim/v1/advance", json={"seconds": 60}) as resp:
+            # 5m and 1m both close at a five-minute boundary: advance to the next one
+            now_ms = int((await (await ctl.get(f"{url}/sim/v1/state")).json())["clock_ms"])
+            step = 300_000 if "5m" in intervals else 60_000
+            advance = (now_ms // step + 1) * step - now_ms
+            async with ctl.post(f"{url}/sim/v1/advance", json={"seconds": advance / 1000}) as resp:
                 await resp.read()
             t0 = time.perf_counter()
-            seen: dict[str, float] = {}
-            async with asyncio.timeout(120):
-                while len(seen) < symbols:
+            seen: dict[tuple[str, str], float] = {}
+            async with asyncio.timeout(300):
+                while len(seen) < len(markets):
                     ev = await sub.get()
-                    if isinstance(ev, IndicatorsUpdated) and ev.symbol not in seen:
-                        seen[ev.symbol] = time.perf_counter() - t0
+                    if isinstance(ev, IndicatorsUpdated) and (ev.symbol, ev.interval) not in seen:
+                        seen[(ev.symbol, ev.interval)] = time.perf_counter() - t0
             lat = sorted(seen.values())
-            return {"p50_s": lat[len(lat) // 2], "p99_s": lat[int(len(lat) * 0.99) - 1], "max_s": lat[-1]}
+            return {
+                "windows": len(markets),
+                "p50_s": lat[len(lat) // 2],
+                "p99_s": lat[int(len(lat) * 0.99) - 1],
+                "max_s": lat[-1],
+            }
 
 
 def _rss_mb() -> float:
@@ -261,13 +302,35 @@ async def run_all() -> dict[str, Any]:
 
 
 def main() -> None:
-    """`python -m bench.engine`: ingest, warm-up, closed-bar storm and engine RSS rows."""
+    """`python -m bench.engine`: ingest, warm-up, closed-bar storm and engine RSS rows
+    (`python -m bench.engine scale`: the engine-scale rows — warm-up 1,000/2,000/5,000 markets and
+    the 10,000-window storm)."""
+    if sys.argv[1:] == ["scale"]:
+        print_scale(run_scale())
+        return
     r = asyncio.run(run_all())
     print(f"ingest: {r['ingest_msgs_per_s']:,.0f} msgs/s (python-binance {r['ingest_python_binance_msgs_per_s']:,.0f})")
     print(f"warm-up 100 symbols x 1000 bars: {r['warm_up_100x1000_s']:.2f} s")
     storm = r["closed_bar_storm"]
     print(f"closed-bar storm, 1000 symbols: p50 {storm['p50_s']:.3f} s, p99 {storm['p99_s']:.3f} s")
     print(f"RSS 1000 symbols x 2 intervals x 1000 bars: {bench_memory():.0f} MB")
+
+
+def run_scale() -> dict[str, Any]:
+    return {
+        "warm_up": bench_warm_up_scaling(),
+        "storm_10000": asyncio.run(bench_closed_bar_storm(5000, 1000, ("1m", "5m"))),
+    }
+
+
+def print_scale(r: dict[str, Any]) -> None:
+    for w in r["warm_up"]:
+        print(
+            f"warm-up {w['markets']:>5} markets x 1000 bars: {w['seconds']:6.1f} s, 429 answers {w['rate_limited']}, "
+            f"weight-budget floor {w['budget_floor_s']:.0f} s"
+        )
+    s = r["storm_10000"]
+    print(f"closed-bar storm, {s['windows']} windows: p50 {s['p50_s']:.3f} s, p99 {s['p99_s']:.3f} s")
 
 
 if __name__ == "__main__":

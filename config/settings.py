@@ -109,8 +109,8 @@ class Settings(BaseSettings):
     # --- live engine tuning --------------------------------------------------------------
     engine_window_bars: int = Field(default=1000, ge=50, le=10_000)
     """Closed bars kept per (symbol, interval); warmed up from REST at start."""
-    engine_backfill_concurrency: int = Field(default=8, ge=1, le=64)
-    """Warm-up and gap-backfill requests in flight at once."""
+    engine_backfill_concurrency: int = Field(default=32, ge=1, le=64)
+    """Warm-up and gap-backfill requests in flight at once (the weight budget still paces them)."""
     engine_streams_per_connection: int = Field(default=1024, ge=1, le=1024)
     """Kline streams per websocket connection (Binance allows 1024)."""
     engine_stall_timeout_s: float = Field(default=9.0, gt=0, le=600)
@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     engine_reconnect_max_s: float = Field(default=60.0, gt=0, le=3600)
     """Longest reconnect delay."""
     binance_weight_limit: int = Field(default=6000, ge=10)
-    """Binance's REQUEST_WEIGHT per minute; the engine budgets 80 % of it."""
+    """Binance's REQUEST_WEIGHT per minute; the engine budgets 80 % of it over any rolling minute."""
     sim_clock: Literal["manual", "real"] = "real"
     """Clock of the in-process simulator (--sim): real, or manual (moved by /sim/v1/advance)."""
 

@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=DEFAULT_API_KEY, help=f"the account's API key (default {DEFAULT_API_KEY})")
     p.add_argument("--api-secret", default=DEFAULT_API_SECRET, help="the account's API secret")
     p.add_argument("--balances", type=_balances, default=None, help="starting balances, e.g. USDT=10000,BTC=0")
+    p.add_argument(
+        "--weight-limit", type=int, default=6000, help="REQUEST_WEIGHT per rolling minute before 429 (default 6000)"
+    )
     return p
 
 
@@ -60,6 +63,7 @@ async def _run(ns: argparse.Namespace) -> None:
         api_key=ns.api_key,
         api_secret=ns.api_secret,
         balances=ns.balances,
+        weight_limit=ns.weight_limit,
     )
     print(sim.url, flush=True)
     stop = asyncio.Event()
@@ -77,6 +81,9 @@ def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
     if ns.speed <= 0:
         print("chartgen sim-exchange: error: --speed must be > 0", file=sys.stderr)
+        return 2
+    if ns.weight_limit < 10:
+        print("chartgen sim-exchange: error: --weight-limit must be at least 10", file=sys.stderr)
         return 2
     try:
         asyncio.run(_run(ns))

@@ -6,8 +6,9 @@ worker task serves dirty windows off the ingest path and publishes
 :class:`~engine.events.IndicatorsUpdated` with the signals confirmed on the newest bar.
 
 Per closed bar only what alerts need is computed: each indicator's newest line values and
-signals (engine.indicators.newest — bit-identical to the full computation; an indicator
-without a per-bar path is computed in full and its result kept).  Full results, summaries and
+signals — advanced from an O(1) state where the indicator has one (engine.indicators.incremental),
+else read off its arrays over the window (engine.indicators.newest, bit-identical to the full
+computation); an indicator with neither is computed in full and its result kept.  Full results, summaries and
 payload text are built when a client asks, then cached per window until its next bar closes:
 results per (indicator, params, bar count), payload text per request
 (:meth:`WindowIndicators.payload_text`), so repeated identical reads within a bar cost a lookup.
@@ -30,6 +31,7 @@ import structlog
 from engine.bars import Bars
 from engine.events import EventBus, IndicatorsUpdated, SignalHit
 from engine.indicators.base import ComputeContext
+from engine.indicators.incremental import Incremental
 from engine.indicators.model import Fill, Histogram, Line, PanelResult
 from engine.indicators.newest import Newest, from_result
 from engine.indicators.registry import IndicatorRequest
@@ -107,7 +109,7 @@ class CachedResult:
 class WindowIndicators:
     """Registered indicator instances, their newest bar, and cached results and payloads of one window."""
 
-    __slots__ = ("_last_time", "_payloads", "_results", "newest", "requests")
+    __slots__ = ("_last_time", "_payloads", "_results", "newest", "requests", "states")
 
     def __init__(self, defaults: Sequence[IndicatorRequest] = ()) -> None:
         self.requests: dict[RequestId, IndicatorRequest] = {}
@@ -116,6 +118,8 @@ class WindowIndicators:
         self._last_time: int | None = None
         self.newest: dict[RequestId, Newest] = {}
         """Each registered instance's newest line values and signals, as of the last closed bar served."""
+        self.states: dict[RequestId, tuple[Incremental, int | None]] = {}
+        """Incremental states and the open time of the bar each last consumed."""
         for req in defaults:
             self.register(req)
 
@@ -143,6 +147,7 @@ class WindowIndicators:
     def unregister(self, rid: RequestId) -> None:
         self.requests.pop(rid, None)
         self.newest.pop(rid, None)
+        self.states.pop(rid, None)
 
     def lookup(self, req: IndicatorRequest, n: int, last_time: int | None) -> CachedResult | None:
         if last_time != self._last_time:
@@ -233,9 +238,34 @@ class IndicatorEngine:
                     await asyncio.sleep(0)
                     since_yield = time.perf_counter()
 
-    async def _newest(self, key: Key, req: IndicatorRequest, bars: Bars) -> tuple[Newest, PanelResult | None]:
-        """The newest bar of one indicator, and its full result when that had to be computed."""
+    async def _newest(
+        self, key: Key, wi: WindowIndicators, rid: RequestId, req: IndicatorRequest, bars: Bars
+    ) -> tuple[Newest, PanelResult | None]:
+        """The newest bar of one indicator, and its full result when that had to be computed.
+
+        An incremental state steps when the window advanced by exactly the one bar after the
+        one it last consumed; otherwise (first use, a backfill of several bars, a cleared
+        window) it is seeded again from the window."""
         d = req.definition
+        if d.incremental is not None and bars.times is not None:
+            n = len(bars)
+            newest_time = int(bars.times[-1])
+            held = wi.states.get(rid)
+            if held is not None and held[0].ready and n >= 2 and held[1] == int(bars.times[-2]):
+                state = held[0]
+                i = n - 1
+                newest = state.step(
+                    float(bars.open[i]),
+                    float(bars.high[i]),
+                    float(bars.low[i]),
+                    float(bars.close[i]),
+                    float(bars.volume[i]),
+                )
+            else:
+                state = d.incremental(req.params)
+                newest = state.seed(bars)
+            wi.states[rid] = (state, newest_time)
+            return newest, None
         if d.newest is not None and d.fetch is None:
             return d.newest(bars, req.params), None
         result = await self.compute_one(key, req, bars)
@@ -252,7 +282,7 @@ class IndicatorEngine:
         hits: list[SignalHit] = []
         for rid, req in list(wi.requests.items()):
             try:
-                newest, result = await self._newest(key, req, bars)
+                newest, result = await self._newest(key, wi, rid, req, bars)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken indicator must not stop the others

@@ -35,6 +35,9 @@ from engine.indicators.warmup import shown_part, warmup_of
 
 log = structlog.get_logger(__name__)
 
+READINESS_MARKETS = 20
+"""Markets named one by one in the readiness reasons; the rest are counted."""
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -42,7 +45,7 @@ class EngineConfig:
 
     window_bars: int = 1000
     streams: StreamSettings = field(default_factory=StreamSettings)
-    backfill_concurrency: int = 8
+    backfill_concurrency: int = 32
     rest_max_wait_s: float = 120.0
     retry_initial_s: float = 1.0
     summary_signals: int = 20
@@ -93,6 +96,7 @@ class LiveEngine:
         self.catalogue = catalogue
         """The feed's own symbol list when it is not Binance's (None: use Binance exchangeInfo)."""
         self._refs: dict[Key, int] = {}
+        self._urgent: dict[Key, int] = {}
         self._running = False
 
     # --- lifecycle -------------------------------------------------------------------
@@ -119,11 +123,18 @@ class LiveEngine:
             log.info("engine_stopped")
 
     # --- markets ---------------------------------------------------------------------
-    def follow(self, symbol: str, interval: str) -> Key:
-        """Follow a market (idempotent, reference-counted); warm-up starts once its stream is live."""
+    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> Key:
+        """Follow a market (idempotent, reference-counted); warm-up starts once its stream is live.
+
+        ``priority`` (an armed alert needs the market): its warm-up and backfills go before
+        those of markets followed only for charts; counted apart, released by ``unfollow(priority=True)``.
+        """
         key = window_key(symbol, interval)
         n = self._refs.get(key, 0)
         self._refs[key] = n + 1
+        if priority:
+            self._urgent[key] = self._urgent.get(key, 0) + 1
+            self.sync.priority.add(key)
         if n == 0:
             st = self.sync.add(*key)
             self.indicators.add_window(key)
@@ -131,9 +142,16 @@ class LiveEngine:
             log.debug("engine_follow", symbol=key[0], interval=key[1])
         return key
 
-    def unfollow(self, symbol: str, interval: str) -> None:
+    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
         """Drop one reference; the market is removed when none is left."""
         key = window_key(symbol, interval)
+        if priority:
+            left = self._urgent.get(key, 0) - 1
+            if left > 0:
+                self._urgent[key] = left
+            else:
+                self._urgent.pop(key, None)
+                self.sync.priority.discard(key)
         n = self._refs.get(key, 0)
         if n <= 1:
             self._refs.pop(key, None)
@@ -309,18 +327,30 @@ class LiveEngine:
     def readiness(self) -> tuple[bool, list[str]]:
         """(ready, reasons): ready when every followed market is live, warm and in sync.
 
-        A reason names the market, what is missing and the last error of its warm-up or
-        backfill and of its stream connection (HTTP status, the exchange's message), e.g.
-        ``BTCUSDT 1h: warm-up failed: HTTP 451 from api.binance.com: Service unavailable from a
-        restricted location …; stream: HTTP 451 on websocket handshake to stream.binance.com:9443
-        — the exchange refuses this location or IP address: …``.  Errors clear on recovery.
+        With more than one market, the first reason while some are not warm is the warm-up's
+        progress (``warming 730/1000``).  Then a reason per market (the first
+        :data:`READINESS_MARKETS`, then how many more) names the market, what is missing and
+        the last error of its warm-up or backfill and of its stream connection (HTTP status,
+        the exchange's message), e.g. ``BTCUSDT 1h: warm-up failed: HTTP 451 from
+        api.binance.com: Service unavailable from a restricted location …; stream: HTTP 451 on
+        websocket handshake to stream.binance.com:9443 — the exchange refuses this location or
+        IP address: …``.  Errors clear on recovery.
         """
         reasons: list[str] = []
+        behind = 0
         for st in self.sync.windows.values():
             if st.live_since is None or not st.warm or not st.synced:
+                if len(reasons) >= READINESS_MARKETS:
+                    behind += 1
+                    continue
                 reason = self._reason(st)
                 if reason is not None:
                     reasons.append(reason)
+        if behind:
+            reasons.append(f"… and {behind} more markets not ready")
+        warm, total = self.sync.warming()
+        if total > 1 and warm < total:
+            reasons.insert(0, f"warming {warm}/{total}")
         if not self._running:
             reasons.insert(0, "engine not running")
         return not reasons, reasons

@@ -80,6 +80,8 @@ class Market:
         self._base_volume = 5.0 + (_stable_hash(f"vol:{seed}:{symbol}") % 1000) / 10.0
         self._vol_key = _stable_hash(f"{seed}:{symbol}:volume")
         self._closed: dict[str, dict[int, Kline]] = {}
+        self._open: dict[str, tuple[tuple[int, int], Kline]] = {}
+        """The open kline of each interval, with the (clock, tape length) it was priced at."""
 
     @property
     def base_volume(self) -> float:
@@ -118,36 +120,47 @@ class Market:
             return self.path.price(grid.ravel()).reshape(grid.shape)
         lattice = np.minimum(starts[:, None] + np.arange(0, step, _LATTICE_MS)[None, :], now_ms)
         inside = self.path.price(lattice.ravel(), before_trades_at_t=True).reshape(lattice.shape)
-        opens = self.path.price(np.minimum(starts, now_ms))
-        close = self.path.price(np.minimum(starts + step - 1, now_ms))
-        return np.column_stack([opens, inside, close])
+        ends = self.path.price(np.minimum(np.concatenate([starts, starts + step - 1]), now_ms))  # opens, closes
+        return np.column_stack([ends[: len(starts)], inside, ends[len(starts) :]])
 
     def klines(self, interval: str, open_times: list[int], now_ms: int) -> list[Kline]:
-        """Klines opening at ``open_times`` (all ≤ now), closed ones from the cache."""
+        """Klines opening at ``open_times`` (all ≤ now), closed ones from the cache.
+
+        The open kline is also kept while neither the clock nor the tape moved: the periodic
+        push of every subscribed stream would otherwise price the same instant again for each
+        of them (with a manual clock and a thousand streams that was most of the simulator's CPU).
+        """
         cache = self._closed.setdefault(interval, {})
         step = INTERVAL_MS[interval]
         out: list[Kline | None] = [cache.get(t) for t in open_times]
+        stamp = (now_ms, len(self.path.trades_t))
+        held = self._open.get(interval)
+        if held is not None and held[0] == stamp:
+            out = [held[1] if k is None and t == held[1].open_time else k for t, k in zip(open_times, out, strict=True)]
         todo = [i for i, k in enumerate(out) if k is None]
         if todo:
             starts = np.asarray([open_times[i] for i in todo], dtype=np.int64)
             prices = self._samples(starts, step, now_ms)
-            volumes = self._volume(interval, starts)
+            volumes = self._volume(interval, starts).tolist()
+            highs, lows = prices.max(axis=1).tolist(), prices.min(axis=1).tolist()
+            opens, closes = prices[:, 0].tolist(), prices[:, -1].tolist()
+            # one look at the tape for the whole span: most history has no posted trades
+            span_p, _ = self.path.trades_between(int(starts[0]), min(int(starts[-1]) + step, now_ms + 1))
             for row, i in enumerate(todo):
                 t0 = open_times[i]
                 closed = t0 + step <= now_ms
-                p = prices[row]
-                tp, tq = self.path.trades_between(t0, min(t0 + step, now_ms + 1))
-                hi = max(float(p.max()), max(tp, default=-np.inf))
-                lo = min(float(p.min()), min(tp, default=np.inf))
+                tp, tq = self.path.trades_between(t0, min(t0 + step, now_ms + 1)) if span_p else ([], [])
+                hi = max(highs[row], max(tp, default=-np.inf))
+                lo = min(lows[row], min(tp, default=np.inf))
                 elapsed = 1.0 if closed else max(0.0, (now_ms - t0) / step)
-                vol = float(volumes[row]) * elapsed + sum(tq)
+                vol = volumes[row] * elapsed + sum(tq)
                 k = Kline(
                     open_time=t0,
                     close_time=t0 + step - 1,
-                    open=float(p[0]),
+                    open=opens[row],
                     high=hi,
                     low=lo,
-                    close=float(p[-1]),
+                    close=closes[row],
                     volume=vol,
                     trades=(min(t0 + step - 1, now_ms) - t0) // 1000 + 1 + len(tp),  # the tape's trades
                     closed=closed,
@@ -155,6 +168,8 @@ class Market:
                 out[i] = k
                 if closed:
                     cache[t0] = k
+                else:
+                    self._open[interval] = (stamp, k)
         return [k for k in out if k is not None]
 
     def kline_window(

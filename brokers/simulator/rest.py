@@ -61,6 +61,7 @@ async def binance_middleware(request: web.Request, handler: Handler) -> web.Stre
     weight = market_data_weight(request.path, request.query, weight)
     retry = ex.weights.try_spend(weight)
     if retry is not None:
+        ex.requests[f"429 {request.path}"] += 1
         msg = f"Too much request weight used; current limit is {ex.weights.limit} request weight per 1 MINUTE."
         headers = {**_weight_headers(ex), "Retry-After": str(int(retry))}
         return json_response({"code": -1003, "msg": msg}, status=429, headers=headers)

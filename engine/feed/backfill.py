@@ -162,7 +162,11 @@ class BackfillScheduler:
     """Runs one sync job per key at a time, ``concurrency`` at once, retrying failures with backoff.
 
     :meth:`request` is synchronous and idempotent: a key already queued is not queued
-    twice; a key requested while its job runs is run once more afterwards.
+    twice; a key requested while its job runs is run once more afterwards.  Queued keys are
+    served by ``rank`` (lower first: the engine ranks markets with armed alerts 0), then in
+    the order they were requested.  How many run at once is ``concurrency``; how fast they
+    reach the exchange is the shared weight gate's decision, so a high concurrency never
+    spends more than the budget.
     """
 
     def __init__(
@@ -174,10 +178,13 @@ class BackfillScheduler:
         retry_max_s: float = 60.0,
         refused_retry_s: float = DEFAULT_REFUSED_BACKOFF_S,
         rng: random.Random | None = None,
+        rank: Callable[[Hashable], int] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("backfill concurrency must be at least 1")
         self._job = job
+        self._rank = rank or (lambda _key: 1)
+        self._seq = 0
         self._concurrency = concurrency
         self._retry_initial_s = retry_initial_s
         self._retry_max_s = retry_max_s
@@ -186,7 +193,7 @@ class BackfillScheduler:
         self.errors: dict[Hashable, LastError] = {}
         """The last failure of each key whose job has not succeeded since."""
         self._waiting: dict[Hashable, asyncio.Event] = {}
-        self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
+        self._queue: asyncio.PriorityQueue[tuple[int, int, Hashable]] = asyncio.PriorityQueue()
         self._queued: set[Hashable] = set()
         self._running: set[Hashable] = set()
         self._again: set[Hashable] = set()
@@ -203,7 +210,8 @@ class BackfillScheduler:
                 waiting.set()  # asked again while waiting to retry: retry now
         elif key not in self._queued:
             self._queued.add(key)
-            self._queue.put_nowait(key)
+            self._seq += 1
+            self._queue.put_nowait((self._rank(key), self._seq, key))
 
     def cancel(self, key: Hashable) -> None:
         """Forget ``key`` (it is no longer followed); a running job finishes its current attempt."""
@@ -225,7 +233,7 @@ class BackfillScheduler:
 
     async def _worker(self) -> None:
         while True:
-            key = await self._queue.get()
+            _, _, key = await self._queue.get()
             self._queued.discard(key)
             if key in self._cancelled:
                 continue

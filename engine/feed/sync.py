@@ -77,11 +77,14 @@ class WindowSync:
         self._on_closed = on_closed or (lambda _key: None)
         self._max_wait_s = rest_max_wait_s
         self.clock = ServerClock(rest, max_wait_s=rest_max_wait_s)
+        self.priority: set[Key] = set()
+        """Markets warmed (and backfilled) before the others: those with armed alerts."""
         self.scheduler = BackfillScheduler(
             self._sync,
             concurrency=backfill_concurrency,
             retry_initial_s=retry_initial_s,
             refused_retry_s=refused_retry_s,
+            rank=lambda key: 0 if key in self.priority else 1,
         )
         self.windows: dict[Key, WindowState] = {}
         self._by_stream: dict[str, WindowState] = {}
@@ -99,11 +102,16 @@ class WindowSync:
         return st
 
     def remove(self, key: Key) -> WindowState | None:
+        self.priority.discard(key)
         st = self.windows.pop(key, None)
         if st is not None:
             self._by_stream.pop(st.stream, None)
             self.scheduler.cancel(key)
         return st
+
+    def warming(self) -> tuple[int, int]:
+        """(warm windows, followed windows)."""
+        return sum(1 for st in self.windows.values() if st.warm), len(self.windows)
 
     # --- waiting (tests, readiness) --------------------------------------------------
     def _pulse(self) -> None:

@@ -19,6 +19,7 @@ from engine.indicators.params import Param, configure
 
 if TYPE_CHECKING:
     from engine.indicators.external.sources import ExternalSources
+    from engine.indicators.incremental import Incremental
     from engine.indicators.newest import Newest
 
 Kind = Literal["overlay", "panel", "external"]
@@ -47,6 +48,8 @@ WarmupFn = Callable[[Params, str], int]
 """Bars of history an indicator needs before the first shown bar, from its params and the interval."""
 NewestFn = Callable[[Bars, Params], "Newest"]
 """The newest bar's line values and confirmed signals, equal to the full computation's (engine.indicators.newest)."""
+IncrementalFn = Callable[[Params], "Incremental"]
+"""A per-bar state advanced by each closed bar (engine.indicators.incremental)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,8 @@ class IndicatorDef:
     before the first shown bar make every value on the shown bars defined and settled
     (engine.indicators.warmup); None means none (the indicator describes the shown bars).
     ``newest`` is the per-bar path (engine.indicators.newest); None means the engine reads the
-    newest bar off the full computation.
+    newest bar off the full computation.  ``incremental`` makes a state that the engine advances
+    by each closed bar instead (engine.indicators.incremental).
     """
 
     name: str
@@ -71,6 +75,7 @@ class IndicatorDef:
     fetch: FetchFn | None = field(default=None)
     warmup: WarmupFn | None = field(default=None)
     newest: NewestFn | None = field(default=None)
+    incremental: IncrementalFn | None = field(default=None)
 
     @property
     def is_overlay(self) -> bool:

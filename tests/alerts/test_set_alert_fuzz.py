@@ -23,10 +23,10 @@ from mcp_bridge.tools import Services
 
 
 class FakeMarket:
-    def follow(self, symbol: str, interval: str) -> None:
+    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
         return None
 
-    def unfollow(self, symbol: str, interval: str) -> None:
+    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
         return None
 
     def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:

@@ -8,6 +8,7 @@ from engine.bars import Bars
 from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
+from engine.indicators.incremental import BollingerState
 from engine.indicators.model import Fill, Line, PanelResult
 from engine.indicators.newest import Newest, last, window_sigma
 from engine.indicators.params import Param, period
@@ -66,6 +67,7 @@ BBANDS = IndicatorDef(
     ),
     compute=_bbands,
     newest=_bbands_newest,
+    incremental=BollingerState,
     warmup=wu.Rule("window", ("period",)),
     params=(
         period("period", 20, "moving-average length in bars"),

@@ -12,6 +12,7 @@ from engine.bars import Bars
 from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
+from engine.indicators.incremental import MacdState
 from engine.indicators.model import Histogram, HLine, Line, PanelResult
 from engine.indicators.newest import Newest, values_of
 from engine.indicators.params import period
@@ -64,6 +65,7 @@ MACD = IndicatorDef(
     compute=_compute,
     warmup=_warmup,
     newest=_newest,
+    incremental=MacdState,
     params=(
         period("fast", 12, "fast EMA length in bars"),
         period("slow", 26, "slow EMA length in bars"),

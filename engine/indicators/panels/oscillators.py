@@ -14,6 +14,7 @@ from engine.bars import Bars, FloatArray
 from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
+from engine.indicators.incremental import RsiState
 from engine.indicators.model import Fill, HLine, Line, PanelResult
 from engine.indicators.newest import Newest, values_of
 from engine.indicators.params import period
@@ -66,6 +67,7 @@ RSI = IndicatorDef(
     compute=_rsi,
     warmup=wu.Rule("rma", ("length",)),
     newest=_rsi_newest,
+    incremental=RsiState,
     params=(period("length", 14, "RSI length in bars"),),
 )
 
