@@ -1,8 +1,8 @@
 """Rolling OHLCV windows: the closed bars of one (symbol, interval), plus its open kline.
 
-Closed bars live in preallocated numpy buffers with some headroom; when the headroom is
-used up the newest ``capacity`` bars are moved to the front (one memmove per
-``headroom`` appends).  A window only ever grows forward in time: a closed bar whose open
+Closed bars live in preallocated numpy buffers with some headroom (at most
+:data:`HEADROOM_MAX` bars); when the headroom is used up the newest ``capacity`` bars are moved to
+the front (one memmove per ``headroom`` appends).  A window only ever grows forward in time: a closed bar whose open
 time is already stored is a duplicate, an older one is stale, and one that would leave a
 hole is reported as a gap (the feed then backfills over REST).  The currently forming
 kline is kept apart, so an open candle is never stored as closed.
@@ -20,6 +20,10 @@ from engine.bars import Bars
 from engine.market_data.intervals import interval_seconds, to_binance
 
 MONTH_MAX_S = 31 * 86_400
+
+HEADROOM_MAX = 64
+"""Spare bars after a window's newest: one move of the window to the front per 64 closes (about
+5 µs for 1,000 bars) instead of a quarter more memory per window (1,250 → 1,064 slots of 48 bytes)."""
 
 
 class Applied(Enum):
@@ -67,7 +71,7 @@ class RollingWindow:
         self.capacity = capacity
         self.step_s = interval_seconds(self.interval)
         self.max_step_s = MONTH_MAX_S if self.interval == "1M" else self.step_s
-        room = max(16, capacity // 4) if headroom is None else max(1, headroom)
+        room = min(HEADROOM_MAX, max(16, capacity // 4)) if headroom is None else max(1, headroom)
         self._times = np.zeros(capacity + room, dtype=np.int64)
         self._vals = np.zeros((5, capacity + room), dtype=np.float64)
         self._start = 0
@@ -94,7 +98,7 @@ class RollingWindow:
         keep = min(len(self), self.capacity)
         s = self._end - keep
         if keep + n > size:  # a batch larger than the headroom: grow once
-            new_size = keep + n + max(16, self.capacity // 4)
+            new_size = keep + n + min(HEADROOM_MAX, max(16, self.capacity // 4))
             times = np.zeros(new_size, dtype=np.int64)
             vals = np.zeros((5, new_size), dtype=np.float64)
             times[:keep] = self._times[s : self._end]
