@@ -7,6 +7,7 @@ figures are its own (one core for the engine, the other for the exchange).
 from __future__ import annotations
 
 import asyncio
+import math
 import multiprocessing
 import os
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from engine.events import IndicatorsUpdated
+from engine.events import BarClosed, IndicatorsUpdated
 from engine.feed.stream_manager import StreamManager
 from engine.feed.stream_settings import StreamSettings
 from engine.feed.sync import WindowSync
@@ -210,7 +211,8 @@ async def _rate_limited(ctl: aiohttp.ClientSession, url: str) -> int:
 async def warm_up_run(symbols: int, window: int = 1000) -> dict[str, Any]:
     """One warm-up against the simulator at Binance's REQUEST_WEIGHT 6000/min: seconds until every
     window is warm, 429 answers seen by the simulator (must be 0), and the floor the weight budget
-    sets (klines weight 2 per market, 80 % of 6000 over any rolling minute)."""
+    sets (klines weight 2 per market, 80 % of 6000 = 4,800 over any rolling minute: 5,000 markets
+    are 10,000 weight, three budgets' worth, so the last third cannot start before 120 s)."""
     names = [f"W{i:04d}USDT" for i in range(symbols)]
     async with simulator_process(names) as url, aiohttp.ClientSession() as ctl:
         t0 = time.perf_counter()
@@ -219,8 +221,10 @@ async def warm_up_run(symbols: int, window: int = 1000) -> dict[str, Any]:
                 await engine.wait_ready()
             seconds = time.perf_counter() - t0
         limited = await _rate_limited(ctl, url)
+    # within any rolling minute at most `budget` weight goes out, so the k-th budget's worth
+    # of requests cannot start before (k - 1) minutes have passed
     budget = RateGate(6000).budget
-    floor = max(0.0, (2 * symbols - budget) / budget * 60.0)
+    floor = 60.0 * (math.ceil(2 * symbols / budget) - 1)
     return {"markets": symbols, "seconds": seconds, "rate_limited": limited, "budget_floor_s": floor}
 
 
@@ -242,7 +246,7 @@ async def bench_closed_bar_storm(
         async with engine_on(url, markets, window, weight_limit=limit) as engine:
             async with asyncio.timeout(900):
                 await engine.wait_ready()
-            sub = engine.subscribe([IndicatorsUpdated], maxsize=len(markets) * 4)
+            sub = engine.subscribe([BarClosed, IndicatorsUpdated], maxsize=len(markets) * 8)
             await asyncio.sleep(3)  # let warm-up recomputation settle before measuring
             while sub.qsize():
                 sub.get_nowait()
@@ -253,18 +257,30 @@ async def bench_closed_bar_storm(
             async with ctl.post(f"{url}/sim/v1/advance", json={"seconds": advance / 1000}) as resp:
                 await resp.read()
             t0 = time.perf_counter()
-            seen: dict[tuple[str, str], float] = {}
+            closed: dict[tuple[str, str], float] = {}
+            updated: dict[tuple[str, str], float] = {}
             async with asyncio.timeout(300):
-                while len(seen) < len(markets):
+                while len(updated) < len(markets):
                     ev = await sub.get()
-                    if isinstance(ev, IndicatorsUpdated) and (ev.symbol, ev.interval) not in seen:
-                        seen[(ev.symbol, ev.interval)] = time.perf_counter() - t0
-            lat = sorted(seen.values())
+                    now = time.perf_counter() - t0
+                    if isinstance(ev, BarClosed) and not ev.backfilled:
+                        closed.setdefault((ev.symbol, ev.interval), now)
+                    elif isinstance(ev, IndicatorsUpdated):
+                        updated.setdefault((ev.symbol, ev.interval), now)
+            lat = sorted(updated.values())
+            own = sorted(updated[k] - closed[k] for k in updated if k in closed)
+            last_close = max(closed.values()) if closed else 0.0
+            after = [max(0.0, t - last_close) for t in lat]
             return {
                 "windows": len(markets),
                 "p50_s": lat[len(lat) // 2],
                 "p99_s": lat[int(len(lat) * 0.99) - 1],
                 "max_s": lat[-1],
+                "last_close_s": last_close,
+                "after_last_close_p99_s": after[int(len(after) * 0.99) - 1],
+                "after_last_close_max_s": after[-1],
+                "own_close_p50_s": own[len(own) // 2] if own else float("nan"),
+                "own_close_p99_s": own[int(len(own) * 0.99) - 1] if own else float("nan"),
             }
 
 
@@ -316,21 +332,40 @@ def main() -> None:
     print(f"RSS 1000 symbols x 2 intervals x 1000 bars: {bench_memory():.0f} MB")
 
 
+def bench_memory_per_window() -> dict[str, float]:
+    """What one more 1000-bar window with the default indicators costs: RSS of a process holding
+    2,000 windows minus one holding 1,000 (each a fresh process), over the 1,000 added."""
+    small, large = bench_memory(500), bench_memory(1000)
+    return {"rss_1000_windows_mb": small, "rss_2000_windows_mb": large, "per_window_mb": (large - small) / 1000}
+
+
 def run_scale() -> dict[str, Any]:
     return {
+        "memory": bench_memory_per_window(),
         "warm_up": bench_warm_up_scaling(),
         "storm_10000": asyncio.run(bench_closed_bar_storm(5000, 1000, ("1m", "5m"))),
     }
 
 
 def print_scale(r: dict[str, Any]) -> None:
+    m = r["memory"]
+    print(
+        f"RSS per 1000-bar window with the default indicators: {m['per_window_mb']:.3f} MB"
+        f" (1,000 windows {m['rss_1000_windows_mb']:.0f} MB, 2,000 windows {m['rss_2000_windows_mb']:.0f} MB)"
+    )
     for w in r["warm_up"]:
         print(
             f"warm-up {w['markets']:>5} markets x 1000 bars: {w['seconds']:6.1f} s, 429 answers {w['rate_limited']}, "
             f"weight-budget floor {w['budget_floor_s']:.0f} s"
         )
     s = r["storm_10000"]
-    print(f"closed-bar storm, {s['windows']} windows: p50 {s['p50_s']:.3f} s, p99 {s['p99_s']:.3f} s")
+    print(
+        f"closed-bar storm, {s['windows']} windows, from the advance: p50 {s['p50_s']:.3f} s, p99 {s['p99_s']:.3f} s;"
+        f" the last close message arrived at {s['last_close_s']:.3f} s;"
+        f" after it: p99 {s['after_last_close_p99_s']:.3f} s,"
+        f" all {s['after_last_close_max_s']:.3f} s; each window from its own close: p50 {s['own_close_p50_s']:.3f} s,"
+        f" p99 {s['own_close_p99_s']:.3f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ ComputeFn = Callable[[IndicatorRequest, Bars, ComputeContext], PanelResult]
 YIELD_EVERY_S = 0.002
 """The longest the indicator worker runs between two yields to the event loop (ticks keep flowing)."""
 
+CATCH_UP_BARS = 64
+"""Most new bars an incremental state steps through; a longer jump re-seeds it from the window."""
+
 PAYLOADS_PER_WINDOW = 64
 """Distinct payload texts kept per window within one bar (a client varying its request can't grow it)."""
 
@@ -104,6 +107,21 @@ class CachedResult:
     result: PanelResult
     n: int
     last_time: int | None
+
+
+def _first_new(times: np.ndarray, consumed: int | None) -> int | None:
+    """Index of the first bar after ``consumed`` when that bar is among the newest
+    :data:`CATCH_UP_BARS` + 1 of ``times``; None when it is not (the state must be re-seeded)."""
+    if consumed is None:
+        return None
+    n = len(times)
+    for j in range(n - 2, max(-1, n - 2 - CATCH_UP_BARS), -1):
+        t = int(times[j])
+        if t == consumed:
+            return j + 1
+        if t < consumed:
+            return None
+    return None
 
 
 class WindowIndicators:
@@ -243,24 +261,23 @@ class IndicatorEngine:
     ) -> tuple[Newest, PanelResult | None]:
         """The newest bar of one indicator, and its full result when that had to be computed.
 
-        An incremental state steps when the window advanced by exactly the one bar after the
-        one it last consumed; otherwise (first use, a backfill of several bars, a cleared
-        window) it is seeded again from the window."""
+        An incremental state steps through the bars the window gained after the one it last
+        consumed (several when closes of a window arrived together, up to :data:`CATCH_UP_BARS`);
+        otherwise (first use, a longer backfill, a cleared window) it is seeded again from the
+        window."""
         d = req.definition
         if d.incremental is not None and bars.times is not None:
-            n = len(bars)
-            newest_time = int(bars.times[-1])
+            times = bars.times
+            newest_time = int(times[-1])
             held = wi.states.get(rid)
-            if held is not None and held[0].ready and n >= 2 and held[1] == int(bars.times[-2]):
-                state = held[0]
-                i = n - 1
-                newest = state.step(
-                    float(bars.open[i]),
-                    float(bars.high[i]),
-                    float(bars.low[i]),
-                    float(bars.close[i]),
-                    float(bars.volume[i]),
-                )
+            if held is not None and held[1] == newest_time and rid in wi.newest:
+                return wi.newest[rid], None  # this bar was consumed already (a re-registration woke the window)
+            first = _first_new(times, held[1]) if held is not None and held[0].ready else None
+            if first is not None:
+                state = held[0]  # type: ignore[index]
+                o, h, lo, c, v = bars.open, bars.high, bars.low, bars.close, bars.volume
+                for i in range(first, len(bars)):
+                    newest = state.step(float(o[i]), float(h[i]), float(lo[i]), float(c[i]), float(v[i]))
             else:
                 state = d.incremental(req.params)
                 newest = state.seed(bars)

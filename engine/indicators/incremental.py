@@ -71,24 +71,12 @@ class RsiState(Incremental):
                 loss -= d
             else:
                 gain += d
-        gain /= n
-        loss /= n
-        m = n - 1
+        self._gain, self._loss, self._prev, self.ready = gain / n, loss / n, prev, True
         for c in closes[n + 1 :]:
-            d = c - prev
-            prev = c
-            gain *= m
-            loss *= m
-            if d < 0:
-                loss -= d
-            else:
-                gain += d
-            gain /= n
-            loss /= n
-        self._gain, self._loss, self._prev, self.ready = gain, loss, prev, True
+            self._advance(c)
         return Newest((("RSI", self._value()),), ())
 
-    def step(self, o: float, h: float, low: float, c: float, v: float) -> Newest:
+    def _advance(self, c: float) -> None:
         d = c - self._prev
         self._prev = c
         n = self._n
@@ -98,6 +86,9 @@ class RsiState(Incremental):
         else:
             gain += d
         self._gain, self._loss = gain / n, loss / n
+
+    def step(self, o: float, h: float, low: float, c: float, v: float) -> Newest:
+        self._advance(c)
         return Newest((("RSI", self._value()),), ())
 
 

@@ -42,6 +42,17 @@ def _compute(req: IndicatorRequest, bars: Bars, ctx: Any) -> PanelResult:
     return req.definition.compute(bars, req.params, ctx)
 
 
+async def _serve_once(eng: IndicatorEngine, bus: EventBus, key: tuple[str, str]) -> Any:
+    """Mark ``key`` dirty with the worker running; the IndicatorsUpdated it publishes."""
+    sub = bus.subscribe([IndicatorsUpdated])
+    worker = asyncio.create_task(eng.run())
+    try:
+        eng.mark_dirty(key)
+        return await asyncio.wait_for(sub.get(), 5)
+    finally:
+        worker.cancel()
+
+
 async def test_closed_bars_trigger_one_recompute_per_window_and_an_update_event() -> None:
     """Marking a window dirty twice recomputes it once and publishes IndicatorsUpdated."""
     CALLS.clear()
@@ -112,13 +123,7 @@ async def test_a_failing_indicator_does_not_stop_the_others() -> None:
     bus = EventBus()
     eng = IndicatorEngine({key: _bars(4)}.get, bus, defaults=[bad, _req()], compute=_compute)
     eng.add_window(key)
-    sub = bus.subscribe([IndicatorsUpdated])
-    worker = asyncio.create_task(eng.run())
-    try:
-        eng.mark_dirty(key)
-        ev = await asyncio.wait_for(sub.get(), 5)
-    finally:
-        worker.cancel()
+    ev = await _serve_once(eng, bus, key)
     assert ev.indicators == ("scaled",)  # type: ignore[union-attr]
     assert eng.errors == 1
 
@@ -144,13 +149,7 @@ async def test_per_bar_work_is_the_newest_bar_only_and_payloads_compute_on_reque
     requests = [*parse_requests(["rsi", "macd"]), _req()]
     eng = IndicatorEngine({key: bars}.get, bus, defaults=requests, compute=counting)
     eng.add_window(key)
-    sub = bus.subscribe([IndicatorsUpdated])
-    worker = asyncio.create_task(eng.run())
-    try:
-        eng.mark_dirty(key)
-        ev = await asyncio.wait_for(sub.get(), 5)
-    finally:
-        worker.cancel()
+    ev = await _serve_once(eng, bus, key)
     assert ev.indicators == ("rsi", "macd", "scaled")  # type: ignore[union-attr]
     assert full_calls == ["scaled"]  # the test indicator has no per-bar path
     newest = {rid[0]: n for rid, n in eng.windows[key].newest.items()}
