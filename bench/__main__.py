@@ -20,11 +20,11 @@ from bench.alerts import run as run_alert_benches
 from bench.charts import bench_ping_while_rendering, bench_tool_latency
 from bench.dashboard import print_table as print_dashboard_table
 from bench.dashboard import run as run_dashboard
-from bench.engine import bench_memory
+from bench.engine import bench_memory, print_scale, run_scale
 from bench.engine import run_all as run_engine_benches
 from bench.http_tools import print_table as print_http_table
 from bench.http_tools import run as run_http_benches
-from bench.indicators import bench_all_indicators, bench_engine_set
+from bench.indicators import bench_all_indicators, bench_engine_set, bench_per_closed_bar, print_per_closed_bar
 from bench.orders import print_table as print_order_table
 from bench.orders import run as run_order_benches
 from bench.outbox import print_table as print_outbox_table
@@ -57,6 +57,8 @@ def main() -> None:
     results: dict[str, Any] = {"machine": machine()}
     results["indicators_5000_ms"] = bench_all_indicators(5000)
     results["engine_set_1000"] = bench_engine_set(1000)
+    results["per_closed_bar"] = bench_per_closed_bar()
+    results["engine_scale"] = run_scale()
     results.update(asyncio.run(bench_tool_latency()))
     results.update(asyncio.run(bench_ping_while_rendering()))
     results.update(asyncio.run(run_engine_benches()))
@@ -90,6 +92,9 @@ def main() -> None:
     print(f"{'benchmark':<50} {'value':>10}  {'target':>8}  ok")
     for name, value, unit, target in rows:
         print(f"{name:<50} {value:>8.2f}{unit}  {'≤' + str(target) + unit:>8}  {'yes' if value <= target else 'NO'}")
+    print("\nengine scale:")
+    print_per_closed_bar(results["per_closed_bar"])
+    print_scale(results["engine_scale"])
     print("\nalerts:")
     print_alert_table(results["alerts"])
     print("\norders:")
