@@ -8,7 +8,8 @@ from engine.bars import Bars
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
-from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
+from engine.indicators.newest import Newest
+from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots, trend_newest
 
 
 def heikin_ashi(bars: Bars) -> tuple[np.ndarray, np.ndarray]:
@@ -32,6 +33,11 @@ def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
     return trend_dots("HA", ha_close, ha_close >= ha_open)
 
 
+def _newest(bars: Bars, params: Params) -> Newest:
+    ha_open, ha_close = heikin_ashi(bars)
+    return trend_newest(ha_close, ha_close >= ha_open)
+
+
 HEIKIN_ASHI = IndicatorDef(
     name="heikin_ashi",
     kind="overlay",
@@ -41,6 +47,7 @@ HEIKIN_ASHI = IndicatorDef(
         "HA close ≥ HA open; flip_up / flip_down mark colour changes."
     ),
     compute=_compute,
+    newest=_newest,
     warmup=wu.Rule("bars", extra=wu.smoothing(0.5)),  # HA open halves the distance each bar
     aliases=("ha",),
     signals=FLIP_SIGNALS,

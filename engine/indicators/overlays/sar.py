@@ -9,7 +9,8 @@ from engine.bars import Bars
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
-from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
+from engine.indicators.newest import Newest
+from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots, trend_newest
 from engine.indicators.params import IndicatorParamError, Param
 
 
@@ -33,11 +34,19 @@ def parabolic_sar(bars: Bars, af_start: float, af_step: float, af_max: float) ->
     return np.abs(raw), up
 
 
-def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
+def _checked(bars: Bars, params: Params) -> tuple[np.ndarray, np.ndarray]:
     if params["af_max"] < params["af_start"]:
         raise IndicatorParamError("sar: parameter 'af_max' must be ≥ af_start")
-    sar, up = parabolic_sar(bars, params["af_start"], params["af_step"], params["af_max"])
+    return parabolic_sar(bars, params["af_start"], params["af_step"], params["af_max"])
+
+
+def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
+    sar, up = _checked(bars, params)
     return trend_dots("SAR", sar, up, size=2.5)
+
+
+def _newest(bars: Bars, params: Params) -> Newest:
+    return trend_newest(*_checked(bars, params))
 
 
 def _af(name: str, default: float, text: str) -> Param:
@@ -54,6 +63,7 @@ SAR = IndicatorDef(
         "the other side when price crosses it (signals flip_up / flip_down)."
     ),
     compute=_compute,
+    newest=_newest,
     warmup=wu.Rule("bars", extra=wu.STATE_SETTLE),
     params=(
         _af("af_start", 0.02, "initial acceleration factor"),

@@ -8,7 +8,8 @@ from engine.bars import Bars
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import PanelResult
-from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots
+from engine.indicators.newest import Newest
+from engine.indicators.overlays.trend_dots import FLIP_SIGNALS, trend_dots, trend_newest
 from engine.indicators.params import Param, period
 from engine.indicators.primitives import atr
 
@@ -52,6 +53,10 @@ def _compute(bars: Bars, params: Params, ctx: ComputeContext) -> PanelResult:
     return trend_dots("Supertrend", line, up)
 
 
+def _newest(bars: Bars, params: Params) -> Newest:
+    return trend_newest(*supertrend(bars, params["period"], params["multiplier"]))
+
+
 SUPERTREND = IndicatorDef(
     name="supertrend",
     kind="overlay",
@@ -62,6 +67,7 @@ SUPERTREND = IndicatorDef(
         "band (signals flip_up / flip_down on that bar)."
     ),
     compute=_compute,
+    newest=_newest,
     warmup=wu.Rule("rma", ("period",), extra=wu.STATE_SETTLE),
     params=(
         period("period", 10, "ATR length in bars"),

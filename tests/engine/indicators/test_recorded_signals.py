@@ -24,7 +24,6 @@ from engine.bars import Bars
 from engine.events import EventBus, IndicatorsUpdated
 from engine.indicator_state import IndicatorEngine
 from engine.indicators.base import ComputeContext
-from engine.indicators.newest import from_result
 from engine.indicators.registry import IndicatorRequest, lookup
 from engine.signals import SIGNAL_LABELS, extract
 from engine.windows import Applied, RollingWindow
@@ -79,7 +78,6 @@ def _per_bar_recorded(key: str) -> dict[int, list[tuple[str, float]]]:
 
 PER_BAR: dict[str, list[list]] = json.loads((DATA / "signals_5000.json").read_text())["per_bar"]
 WITH_NEWEST = sorted(k for k in RECORDED if lookup(_request(k)[0]).newest is not None)  # type: ignore[union-attr]
-WITHOUT_NEWEST = sorted(k for k in RECORDED if k not in WITH_NEWEST)
 
 
 def _same(got: list[tuple[str, float]], want: list[tuple[str, float]], where: str) -> None:
@@ -92,7 +90,7 @@ async def test_the_engine_fires_the_recorded_signals_on_the_same_bars() -> None:
     """The live engine's worker, fed one closed bar at a time into a 1,000-bar window, publishes
     exactly the signals the engine published before (recorded per bar) — for every indicator
     with a per-bar path, at every one of the 5,000 bars."""
-    assert set(WITH_NEWEST) >= {"cipher_b", "cipher_b?dot_mode=classic", "wavetrend", "rsi_mfi_stoch"}
+    assert WITH_NEWEST == sorted(RECORDED)  # every emitter has a per-bar path now
     requests = []
     for k in WITH_NEWEST:
         name, raw = _request(k)
@@ -134,21 +132,3 @@ async def test_the_engine_fires_the_recorded_signals_on_the_same_bars() -> None:
     finally:
         worker.cancel()
     assert compared > 3000
-
-
-@pytest.mark.parametrize("key", WITHOUT_NEWEST)
-def test_indicators_read_in_full_still_give_the_recorded_per_bar_signals(key: str) -> None:
-    """Indicators without a per-bar path: the newest bar read off the full computation over the
-    window, at every recorded signal bar and every 10th bar (their code did not change)."""
-    name, raw = _request(key)
-    d = lookup(name)
-    assert d is not None
-    params = d.configure(raw)
-    want = _per_bar_recorded(key)
-    ctx = ComputeContext(symbol="BTCUSDT", interval="1h")
-    for i in sorted(set(want) | set(range(0, len(BARS), 10))):
-        s = max(0, i + 1 - WINDOW)
-        w = Bars(
-            *(a[s : i + 1] for a in (BARS.open, BARS.high, BARS.low, BARS.close, BARS.volume)), BARS.times[s : i + 1]
-        )  # type: ignore[index]
-        _same(list(from_result(d.compute(w, params, ctx), w).signals), want.get(i, []), f"{key} bar {i}")
