@@ -43,10 +43,10 @@ ALERTS = 1_000_000
 class NullMarket:
     """The engine seen by the evaluator, without an engine (follow/unfollow are bookkeeping only)."""
 
-    def follow(self, symbol: str, interval: str) -> None:
+    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
         return None
 
-    def unfollow(self, symbol: str, interval: str) -> None:
+    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
         return None
 
     def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:

@@ -99,6 +99,8 @@ async def sign_in(page: Page) -> str:
     await page.until(lambda d: d.find_element(By.ID, "passphrase"))
 
     def submit(d: webdriver.Chrome, passphrase: str) -> None:
+        # clear the last answer first, so that an old "wait" is not taken for the answer to this one
+        d.execute_script("const e = document.getElementById('login-error'); if (e) e.textContent = '';")
         d.find_element(By.ID, "passphrase").send_keys(passphrase)
         d.find_element(By.ID, "sign-in").click()
 
