@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -104,13 +104,23 @@ async def sign_in(page: Page) -> str:
         d.find_element(By.ID, "passphrase").send_keys(passphrase)
         d.find_element(By.ID, "sign-in").click()
 
+    def answered(d: webdriver.Chrome) -> str | None:
+        """ "charts" once signed in, the page's error once it shows one; None while the form is
+        still being answered (a page replaced mid-read counts as not answered yet)."""
+        try:
+            if d.find_elements(By.ID, "charts"):
+                return "charts"
+            text = d.execute_script("const e = document.getElementById('login-error'); return e ? e.textContent : '';")
+            return str(text) if text else None
+        except WebDriverException:
+            return None
+
     await page.do(lambda d: submit(d, "not the operator passphrase"))
-    said = await page.until(lambda d: d.find_element(By.ID, "login-error").text or None)
+    said = await page.until(answered)
     # after a wrong passphrase this address waits about a second: try again while the page says so
     while True:
         await page.do(lambda d: submit(d, PASSPHRASE))
-        await page.until(lambda d: d.find_elements(By.ID, "charts") or "wait" in page.text(d, "#login-error"))
-        if await page.do(lambda d: bool(d.find_elements(By.ID, "charts"))):
+        if await page.until(answered) == "charts":
             return str(said)
 
 
