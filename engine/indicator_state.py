@@ -176,14 +176,6 @@ class WindowIndicators:
         self._at(cached.last_time)
         self._results[(request_id(req), cached.n)] = cached
 
-    def full_results(self) -> dict[RequestId, CachedResult]:
-        """The newest result of every registered instance (computed over the whole window)."""
-        best: dict[RequestId, CachedResult] = {}
-        for (rid, n), c in self._results.items():
-            if rid in self.requests and (rid not in best or n > best[rid].n):
-                best[rid] = c
-        return best
-
 
 class IndicatorEngine:
     """Recomputes indicators of windows whose bars closed, in one background worker."""

@@ -96,7 +96,6 @@ class LiveEngine:
         self.catalogue = catalogue
         """The feed's own symbol list when it is not Binance's (None: use Binance exchangeInfo)."""
         self._refs: dict[Key, int] = {}
-        self._urgent: dict[Key, int] = {}
         self._running = False
 
     # --- lifecycle -------------------------------------------------------------------
@@ -133,8 +132,7 @@ class LiveEngine:
         n = self._refs.get(key, 0)
         self._refs[key] = n + 1
         if priority:
-            self._urgent[key] = self._urgent.get(key, 0) + 1
-            self.sync.priority.add(key)
+            self.sync.prioritize(key)
         if n == 0:
             st = self.sync.add(*key)
             self.indicators.add_window(key)
@@ -146,12 +144,7 @@ class LiveEngine:
         """Drop one reference; the market is removed when none is left."""
         key = window_key(symbol, interval)
         if priority:
-            left = self._urgent.get(key, 0) - 1
-            if left > 0:
-                self._urgent[key] = left
-            else:
-                self._urgent.pop(key, None)
-                self.sync.priority.discard(key)
+            self.sync.deprioritize(key)
         n = self._refs.get(key, 0)
         if n <= 1:
             self._refs.pop(key, None)
@@ -208,6 +201,11 @@ class LiveEngine:
         p = self.sync.last_prices.get(symbol.upper())
         return None if p is None else p[1]
 
+    def _filled(self, symbol: str, interval: str) -> WindowState | None:
+        """The market's window state when it is followed and holds at least one closed bar."""
+        st = self._state(symbol, interval)
+        return None if st is None or len(st.window) == 0 else st
+
     def is_stale(self, symbol: str, interval: str) -> bool:
         st = self._state(symbol, interval)
         return st is None or st.stale
@@ -228,8 +226,8 @@ class LiveEngine:
         warm-up (engine.indicators.warmup) plus those bars, as far as the window reaches, and
         cut to the newest ``bars``; without, over the whole window.
         """
-        st = self._state(symbol, interval)
-        if st is None or len(st.window) == 0:
+        st = self._filled(symbol, interval)
+        if st is None:
             return None
         return await self._indicator_payload(st, symbol, interval, requests, bars, all_signals)
 
@@ -247,8 +245,8 @@ class LiveEngine:
         The key holds everything the text depends on: the names as asked, the instances
         (params), ``bars``, ``all_signals``, the newest closed bar and whether the window is stale.
         """
-        st = self._state(symbol, interval)
-        if st is None or len(st.window) == 0:
+        st = self._filled(symbol, interval)
+        if st is None:
             return None
         wi = self.indicators.windows.get(st.key)
         last = st.window.last_time

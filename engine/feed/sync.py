@@ -77,8 +77,9 @@ class WindowSync:
         self._on_closed = on_closed or (lambda _key: None)
         self._max_wait_s = rest_max_wait_s
         self.clock = ServerClock(rest, max_wait_s=rest_max_wait_s)
-        self.priority: set[Key] = set()
-        """Markets warmed (and backfilled) before the others: those with armed alerts."""
+        self.priority: dict[Key, int] = {}
+        """Markets warmed (and backfilled) before the others — those with armed alerts — with how
+        many references asked for it (:meth:`prioritize` / :meth:`deprioritize`)."""
         self.scheduler = BackfillScheduler(
             self._sync,
             concurrency=backfill_concurrency,
@@ -101,8 +102,16 @@ class WindowSync:
             self._by_stream[st.stream] = st
         return st
 
+    def prioritize(self, key: Key) -> None:
+        self.priority[key] = self.priority.get(key, 0) + 1
+
+    def deprioritize(self, key: Key) -> None:
+        left = self.priority.pop(key, 0) - 1
+        if left > 0:
+            self.priority[key] = left
+
     def remove(self, key: Key) -> WindowState | None:
-        self.priority.discard(key)
+        self.priority.pop(key, None)
         st = self.windows.pop(key, None)
         if st is not None:
             self._by_stream.pop(st.stream, None)
