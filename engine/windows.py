@@ -10,8 +10,8 @@ kline is kept apart, so an open candle is never stored as closed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,9 +35,8 @@ class Applied(Enum):
     GAP = "gap"
 
 
-@dataclass(frozen=True, slots=True)
-class OpenKline:
-    """The still-forming kline (open time in unix seconds)."""
+class OpenKline(NamedTuple):
+    """The still-forming kline (open time in unix seconds); a named tuple for the reason ``Tick`` is one."""
 
     time: int
     open: float

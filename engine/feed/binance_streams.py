@@ -17,6 +17,12 @@ A refused handshake's body is discarded by aiohttp, so the exchange's own messag
 ("Service unavailable from a restricted location …") is read with one plain GET of the
 same URL, which the exchange refuses in the same words.
 
+Reading: after aiohttp's handshake the connection's incoming bytes are taken over by our frame
+reader (:mod:`engine.feed.ws_frames`, which says why), and every message that arrived is applied
+in one pass — JSON by orjson, a kline decoded straight into the sink's ``apply_kline`` (no
+:class:`~engine.feed.messages.KlineUpdate` per message).  When aiohttp's internals differ, each
+message comes through ``ws.receive()`` instead, as before.
+
 The sink hears which streams are live (connected and acknowledged) and which went down, so
 it can backfill over REST after every (re)connect.  :class:`~engine.feed.stream_manager.StreamManager`
 spreads streams over these connections.
@@ -41,9 +47,10 @@ from engine.feed.health import (
     log_refusal,
     retry_delay,
 )
-from engine.feed.messages import parse_kline
+from engine.feed.messages import KlineUpdate, decode_kline
 from engine.feed.protocol import StreamSink
 from engine.feed.stream_settings import StreamSettings
+from engine.feed.ws_frames import FrameFeed, Ping
 from engine.market_data.binance_rest import host_of
 from engine.market_data.errors import is_refusal
 
@@ -64,7 +71,7 @@ class ConnectionStats:
 
 
 def _buffered(ws: aiohttp.ClientWebSocketResponse) -> Callable[[], bool]:
-    """Whether ``ws`` holds a frame already read off the socket.
+    """Whether ``ws`` holds a frame already read off the socket (the ``ws.receive()`` read loop).
 
     A receive with a timeout costs an asyncio timeout context per frame — measured 27 % of the
     ingest path (and aiohttp's own comment says "almost 50 %" of its receive loop), while during
@@ -76,6 +83,11 @@ def _buffered(ws: aiohttp.ClientWebSocketResponse) -> Callable[[], bool]:
     if buffer is None or not hasattr(buffer, "__len__"):
         return lambda: False
     return lambda: len(buffer) > 0
+
+
+def _raw(data: str | bytes) -> bytes:
+    """A data message's payload as ``_apply`` takes it (aiohttp hands bytes with ``decode_text=False``)."""
+    return data if type(data) is bytes else str(data).encode()
 
 
 class StreamConnection:
@@ -112,6 +124,8 @@ class StreamConnection:
         self._restart_reason: str | None = None
         self._wake = asyncio.Event()
         self._closer: asyncio.Future[bool] | None = None
+        self._frames: FrameFeed | None = None
+        self._kline: Callable[..., None] = self._kline_sink()
 
     # --- stream set ----------------------------------------------------------------
     def add(self, streams: Iterable[str]) -> None:
@@ -142,6 +156,17 @@ class StreamConnection:
         ws = self._ws
         if ws is not None and self._closer is None:
             self._closer = asyncio.ensure_future(ws.close())
+        if self._frames is not None:
+            self._frames.wake()
+
+    def _kline_sink(self) -> Callable[..., None]:
+        """What a decoded kline goes to: the sink's ``apply_kline`` (the update's fields as
+        arguments, so no :class:`KlineUpdate` is built per message) or else its ``on_kline``."""
+        apply = getattr(self._sink, "apply_kline", None)
+        if callable(apply):
+            return apply  # type: ignore[no-any-return]
+        on_kline = self._sink.on_kline
+        return lambda *fields: on_kline(KlineUpdate(*fields))
 
     # --- lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
@@ -282,10 +307,14 @@ class StreamConnection:
             return reason, self.stats.messages > messages_before
         finally:
             writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
-            with contextlib.suppress(Exception):
-                await ws.close()
+            try:
+                # not `await writer`: its CancelledError would also swallow a cancel of this task
+                await asyncio.wait([writer])
+                if not writer.cancelled():
+                    writer.exception()  # retrieved: a failed control write ends nothing but itself
+            finally:
+                with contextlib.suppress(Exception):
+                    await ws.close()
 
     async def _write_controls(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         """Send queued SUBSCRIBE/UNSUBSCRIBE messages, paced for the exchange's message limit."""
@@ -309,13 +338,72 @@ class StreamConnection:
                 await asyncio.sleep(self._settings.control_interval_s)
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
+        """Read the session's messages until it ends; returns why."""
+        self._kline = self._kline_sink()
+        frames = FrameFeed.attach(ws)
+        if frames is None:  # another aiohttp: one message per ws.receive()
+            return await self._read_messages(ws, connected_at)
+        self._frames = frames
+        try:
+            return await self._read_frames(ws, frames, connected_at)
+        finally:
+            self._frames = None
+            frames.detach()
+
+    async def _read_frames(self, ws: aiohttp.ClientWebSocketResponse, frames: FrameFeed, connected_at: float) -> str:
+        """The read loop over our frame reader: every message that arrived is applied in one pass."""
         loop = asyncio.get_running_loop()
         stall = self._settings.stall_timeout_s
         rotate = self._settings.rotate_after_s
         rotate_at = float("inf") if rotate is None else connected_at + rotate
         last_data = loop.time()
-        sink = self._sink
-        stats = self.stats
+        text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
+        while True:
+            batch = frames.take()
+            if not batch:
+                if self._restart_reason is not None:
+                    return self._restarted()
+                deadline = rotate_at if stall is None else min(rotate_at, last_data + stall)
+                try:
+                    await frames.wait(None if deadline == float("inf") else deadline)
+                except TimeoutError:
+                    ended = self._timed_out(loop.time(), connected_at, rotate_at, last_data)
+                    if ended is not None:
+                        return ended
+                continue
+            i, n = 0, len(batch)
+            while i < n:
+                j = self._apply(batch, i)
+                if j < 0:
+                    return self._server_shutdown()
+                if j > i:
+                    last_data = loop.time()
+                if j == n:
+                    break
+                item = batch[j]
+                i = j + 1
+                if type(item) is Ping:
+                    await ws.pong(item.payload)
+                    continue
+                msg = await frames.receive()
+                if msg is None:
+                    continue
+                if msg.type is text or msg.type is binary:
+                    last_data = loop.time()
+                    if self._apply([_raw(msg.data)], 0) < 0:
+                        return self._server_shutdown()
+                    continue
+                return self._ended(ws, msg)
+            if self._restart_reason is not None:
+                return self._restarted()
+
+    async def _read_messages(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
+        """The read loop over aiohttp's ``ws.receive()`` (when :class:`FrameFeed` cannot attach)."""
+        loop = asyncio.get_running_loop()
+        stall = self._settings.stall_timeout_s
+        rotate = self._settings.rotate_after_s
+        rotate_at = float("inf") if rotate is None else connected_at + rotate
+        last_data = loop.time()
         text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
         waiting = _buffered(ws)
         while True:
@@ -327,56 +415,90 @@ class StreamConnection:
                     timeout = None if deadline == float("inf") else max(0.001, deadline - loop.time())
                     msg = await ws.receive(timeout=timeout)
             except TimeoutError:
-                now = loop.time()
-                if now >= rotate_at:
-                    stats.rotations += 1
-                    log.info("stream_rotate", conn=self.conn_id, age_s=round(now - connected_at, 1))
-                    return "rotate"
-                if stall is not None and now >= last_data + stall:
-                    stats.stalls += 1
-                    self._end = LastError(f"no data from {self._host} for {now - last_data:.0f} s (stalled)")
-                    log.warning("stream_stalled", conn=self.conn_id, silent_s=round(now - last_data, 1))
-                    return "stall"
+                ended = self._timed_out(loop.time(), connected_at, rotate_at, last_data)
+                if ended is not None:
+                    return ended
                 continue
             mtype = msg.type
             if mtype is text or mtype is binary:
                 last_data = loop.time()
-                stats.messages += 1
-                if self._dispatch(msg.data, sink):
-                    stats.shutdowns += 1
-                    log.info("stream_server_shutdown", conn=self.conn_id)
-                    return "shutdown"
+                if self._apply([_raw(msg.data)], 0) < 0:
+                    return self._server_shutdown()
                 continue
             if self._restart_reason is not None:
-                if self._restart_reason == "rotate":
-                    stats.rotations += 1
-                return self._restart_reason
-            stats.closes += 1
-            if mtype is aiohttp.WSMsgType.ERROR:
-                self._end = LastError(f"websocket error from {self._host}: {ws.exception()}")
-                log.warning("stream_error", conn=self.conn_id, error=str(ws.exception()))
-            else:
-                self._end = LastError(f"{self._host} closed the connection (code {ws.close_code})")
-                log.info("stream_closed", conn=self.conn_id, code=ws.close_code)
-            return "closed"
+                return self._restarted()
+            return self._ended(ws, msg)
 
-    def _dispatch(self, raw: str | bytes, sink: StreamSink) -> bool:
-        """Handle one data frame; True when it announced a server shutdown."""
+    def _timed_out(self, now: float, connected_at: float, rotate_at: float, last_data: float) -> str | None:
+        """Why the session ends at a read deadline (rotation or stall), None if it goes on."""
+        if now >= rotate_at:
+            self.stats.rotations += 1
+            log.info("stream_rotate", conn=self.conn_id, age_s=round(now - connected_at, 1))
+            return "rotate"
+        stall = self._settings.stall_timeout_s
+        if stall is not None and now >= last_data + stall:
+            self.stats.stalls += 1
+            self._end = LastError(f"no data from {self._host} for {now - last_data:.0f} s (stalled)")
+            log.warning("stream_stalled", conn=self.conn_id, silent_s=round(now - last_data, 1))
+            return "stall"
+        return None
+
+    def _server_shutdown(self) -> str:
+        self.stats.shutdowns += 1
+        log.info("stream_server_shutdown", conn=self.conn_id)
+        return "shutdown"
+
+    def _restarted(self) -> str:
+        reason = self._restart_reason
+        assert reason is not None
+        if reason == "rotate":
+            self.stats.rotations += 1
+        return reason
+
+    def _ended(self, ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
+        """The session ends with a close, an error or the end of the connection."""
+        if self._restart_reason is not None:
+            return self._restarted()
+        self.stats.closes += 1
+        if msg.type is aiohttp.WSMsgType.ERROR:
+            error = ws.exception() or msg.data  # a protocol error is the message's, not the socket's
+            self._end = LastError(f"websocket error from {self._host}: {error}")
+            log.warning("stream_error", conn=self.conn_id, error=str(error))
+        else:
+            self._end = LastError(f"{self._host} closed the connection (code {ws.close_code})")
+            log.info("stream_closed", conn=self.conn_id, code=ws.close_code)
+        return "closed"
+
+    def _apply(self, batch: list[Any], i: int) -> int:
+        """Apply the data messages of ``batch`` from index ``i`` on, up to the first item that is not
+        one (``bytes``); returns that item's index (``len(batch)`` if none), or -1 right after a
+        ``serverShutdown`` event.  Malformed messages are counted and skipped."""
+        loads = orjson.loads
+        kline = self._kline
+        n = len(batch)
+        start = i
         try:
-            data: Any = orjson.loads(raw)
-            payload = data.get("data", data)
-            kind = payload.get("e") if isinstance(payload, dict) else None
-            if kind == "kline":
-                sink.on_kline(parse_kline(payload))
-                return False
-            if kind == "serverShutdown":
-                return True
-            if "id" in data and ("result" in data or "code" in data):
-                self._on_ack(data)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            self.stats.bad_messages += 1
-            log.warning("stream_bad_message", conn=self.conn_id, error=str(exc))
-        return False
+            while i < n:
+                raw = batch[i]
+                if type(raw) is not bytes:
+                    break
+                i += 1
+                try:
+                    data = loads(raw)
+                    payload = data.get("data", data)
+                    kind = payload.get("e") if type(payload) is dict else None
+                    if kind == "kline":
+                        decode_kline(payload, kline)
+                    elif kind == "serverShutdown":
+                        return -1
+                    elif "id" in data and ("result" in data or "code" in data):
+                        self._on_ack(data)
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                    self.stats.bad_messages += 1
+                    log.warning("stream_bad_message", conn=self.conn_id, error=str(exc))
+            return i
+        finally:
+            self.stats.messages += i - start
 
     def _on_ack(self, data: dict[str, Any]) -> None:
         pending = self._pending_acks.pop(data.get("id"), None)  # type: ignore[arg-type]

@@ -1,13 +1,15 @@
 """Binance market-stream payloads decoded into the feed's own records.
 
 Nothing above the feed sees a raw Binance dict: a kline event becomes a
-:class:`KlineUpdate` (open time in unix seconds, prices as floats, the closed flag).
+:class:`KlineUpdate` (open time in unix seconds, prices as floats, the closed flag) — or, on the
+Binance stream's hot path, the same fields handed as arguments to the sink (:func:`decode_kline`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.market_data.intervals import to_binance
 
@@ -41,18 +43,32 @@ def parse_stream_name(name: str) -> tuple[str, str]:
     return sym.upper(), kind
 
 
+T = TypeVar("T")
+
+KlineInto = Callable[[str, str, int, float, float, float, float, float, bool, int], T]
+"""Takes :class:`KlineUpdate`'s fields as arguments, in order."""
+
+
+def decode_kline(data: dict[str, Any], into: KlineInto[T]) -> T:
+    """Decode a ``"e":"kline"`` payload into ``into(symbol, interval, time, open, high, low, close,
+    volume, closed, event_time_ms)`` — :class:`KlineUpdate`'s fields in order, so ``into`` may be
+    the class itself or a consumer that takes them as arguments (the stream's hot path, which
+    builds no object per message); raises KeyError/TypeError/ValueError when malformed."""
+    k = data["k"]
+    return into(
+        k["s"],
+        k["i"],
+        int(k["t"]) // 1000,
+        float(k["o"]),
+        float(k["h"]),
+        float(k["l"]),
+        float(k["c"]),
+        float(k["v"]),
+        bool(k["x"]),
+        int(data.get("E", 0)),
+    )
+
+
 def parse_kline(data: dict[str, Any]) -> KlineUpdate:
     """Decode a ``"e":"kline"`` payload; raises KeyError/TypeError/ValueError when malformed."""
-    k = data["k"]
-    return KlineUpdate(
-        symbol=k["s"],
-        interval=k["i"],
-        time=int(k["t"]) // 1000,
-        open=float(k["o"]),
-        high=float(k["h"]),
-        low=float(k["l"]),
-        close=float(k["c"]),
-        volume=float(k["v"]),
-        closed=bool(k["x"]),
-        event_time_ms=int(data.get("E", 0)),
-    )
+    return decode_kline(data, KlineUpdate)

@@ -133,15 +133,37 @@ class WindowSync:
 
     # --- stream sink -----------------------------------------------------------------
     def on_kline(self, u: KlineUpdate) -> None:
-        st = self.windows.get((u.symbol, u.interval))
+        self.apply_kline(
+            u.symbol, u.interval, u.time, u.open, u.high, u.low, u.close, u.volume, u.closed, u.event_time_ms
+        )
+
+    def apply_kline(
+        self,
+        symbol: str,
+        interval: str,
+        time: int,
+        open_: float,
+        high: float,
+        low: float,
+        close: float,
+        volume: float,
+        closed: bool,
+        event_time_ms: int,
+    ) -> None:
+        """:meth:`on_kline` with the update's fields as arguments (:class:`KlineUpdate`'s order).
+
+        The Binance stream calls this for every message: an open kline (nearly all of them) then
+        builds only what it stores and publishes, no :class:`KlineUpdate`."""
+        st = self.windows.get((symbol, interval))
         if st is None:
             return
-        st.last_update_ms = u.event_time_ms
-        self.last_prices[u.symbol] = (u.close, u.event_time_ms)
-        self._bus.publish(Tick(u.symbol, u.interval, u.close, u.event_time_ms, u.time))
-        if not u.closed:
-            st.window.update_open(OpenKline(u.time, u.open, u.high, u.low, u.close, u.volume))
+        st.last_update_ms = event_time_ms
+        self.last_prices[symbol] = (close, event_time_ms)
+        self._bus.publish(Tick(symbol, interval, close, event_time_ms, time))
+        if not closed:
+            st.window.update_open(OpenKline(time, open_, high, low, close, volume))
             return
+        u = KlineUpdate(symbol, interval, time, open_, high, low, close, volume, closed, event_time_ms)
         if not st.synced:
             st.pending.append(u)
             return
