@@ -102,12 +102,17 @@ class OutboxStore:
         self.db = db
 
     async def head(self, channel: str, limit: int = 200) -> list[Delivery]:
-        """The channel's oldest pending rows, in id (= firing) order."""
+        """The channel's oldest pending rows, in id (= firing) order, once they are on disk.
+
+        A firing may be committed before its disk flush (``AlertStore.fire_synced_later``); its
+        rows are only handed out after a flush that covers them, like its push frames."""
         rows = await self.db.fetchall(
             "SELECT id, channel, notification_id, principal, payload, created_at, attempts, next_at FROM outbox"
             " WHERE channel = ? AND state = 'pending' ORDER BY id LIMIT ?",
             (channel, limit),
         )
+        if rows and self.db.wal_sync is not None:
+            await self.db.wal_sync.request()
         return [
             Delivery(
                 int(r["id"]),

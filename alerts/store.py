@@ -14,6 +14,7 @@ call, cancelled) is skipped, so firing is idempotent and exactly-once across cra
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -53,6 +54,17 @@ class QueueLimits:
     push_cap: int = 1000
     push_ttl_s: float = 3600.0
     poll_cap: int = 10_000
+
+    @staticmethod
+    def trim_above(cap: int) -> int:
+        """The size at which a queue is cut back to ``cap``: ``cap`` plus a sixteenth of it.
+
+        Cutting back costs a scan of ``cap`` index entries; doing it on every firing made the
+        cap check 70 % of the firing transaction (1.1 of 1.6 ms for three alerts with 3,000
+        notifications queued, AMD EPYC 2 cores), so a queue may hold up to cap + cap/16 entries
+        between cuts (exactly ``cap`` for caps under 16).
+        """
+        return cap + cap // 16
 
 
 def _dumps(obj: Any) -> str:
@@ -96,6 +108,10 @@ class AlertStore(SubscriptionQueries):
         self.routing = routing or ChannelRouting()
         self.on_enqueued: Callable[[], None] | None = None
         """Called after a firing commit that wrote outbox rows (wakes the channel sender)."""
+        self._queued: dict[str, list[int]] = {}
+        """Per principal, [push frames, poll notifications] queued: an upper bound, never an
+        undercount (only firing adds rows; drains, sweeps and rolled-back firings leave it
+        high until the next cut recounts).  Touched only inside firing transactions."""
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
@@ -185,9 +201,21 @@ class AlertStore(SubscriptionQueries):
         fired = await self.db.run_transaction(
             lambda conn: self._fire_sync(conn, firings, plans or {}, commit_action), durable=True
         )
+        self.wake_senders(fired)
+        return fired
+
+    async def fire_synced_later(self, firings: Sequence[Firing]) -> tuple[list[Fired], asyncio.Future[None]]:
+        """:meth:`fire` for alerts without an action, returning once committed, before the disk flush.
+
+        The second value is done when the firing is on disk (``Database.run_transaction_synced_later``):
+        only then may its frames be pushed and its channels woken (:meth:`wake_senders`) — a
+        frame that left before a power loss undid its firing would be sent again."""
+        return await self.db.run_transaction_synced_later(lambda conn: self._fire_sync(conn, firings, {}, None))
+
+    def wake_senders(self, fired: Sequence[Fired]) -> None:
+        """After a durable firing: tell the channel senders their outbox has rows."""
         if fired and self.routing.known and self.on_enqueued is not None:
             self.on_enqueued()
-        return fired
 
     def _fire_sync(
         self,
@@ -262,8 +290,13 @@ class AlertStore(SubscriptionQueries):
                 " VALUES (?, ?, ?, ?, ?)",
                 [(x.push_seq, x.alert.principal, x.alert.id, x.push_data, now) for x in out if x.push_seq is not None],
             )
-        for principal in principals:
-            self._trim_sync(conn, principal)
+        added: dict[str, list[int]] = {p: [0, 0] for p in principals}
+        for x in out:
+            counts = added[x.alert.principal]
+            counts[0] += x.push_seq is not None
+            counts[1] += 1
+        for principal, (pushed, notified) in added.items():
+            self._trim_sync(conn, principal, pushed, notified)
         return out
 
     def _enqueue_channels(
@@ -283,18 +316,35 @@ class AlertStore(SubscriptionQueries):
             rows.extend(OutboxRow(c, aid, x.alert.principal, data, now) for c in channels)
         enqueue_in(conn, rows)
 
-    def _trim_sync(self, conn: sqlite3.Connection, principal: str) -> None:
-        """Enforce the caps: keep the newest ``push_cap`` frames and ``poll_cap`` notifications."""
-        conn.execute(
-            "DELETE FROM push_queue WHERE principal = ? AND seq <= ("
-            " SELECT seq FROM push_queue WHERE principal = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
-            (principal, principal, self.limits.push_cap),
-        )
-        conn.execute(
-            "DELETE FROM notifications WHERE principal = ? AND rowid <= ("
-            " SELECT rowid FROM notifications WHERE principal = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
-            (principal, principal, self.limits.poll_cap),
-        )
+    def _trim_sync(self, conn: sqlite3.Connection, principal: str, pushed: int, notified: int) -> None:
+        """Enforce the caps: past :meth:`QueueLimits.trim_above`, keep the newest ``push_cap``
+        frames and ``poll_cap`` notifications (then recount)."""
+        counts = self._queued.get(principal)
+        if counts is None:
+            counts = self._queued[principal] = [
+                conn.execute("SELECT COUNT(*) FROM push_queue WHERE principal = ?", (principal,)).fetchone()[0],
+                conn.execute("SELECT COUNT(*) FROM notifications WHERE principal = ?", (principal,)).fetchone()[0],
+            ]
+        else:
+            counts[0] += pushed
+            counts[1] += notified
+        limits = self.limits
+        if counts[0] > QueueLimits.trim_above(limits.push_cap):
+            conn.execute(
+                "DELETE FROM push_queue WHERE principal = ? AND seq <= ("
+                " SELECT seq FROM push_queue WHERE principal = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (principal, principal, limits.push_cap),
+            )
+            counts[0] = conn.execute("SELECT COUNT(*) FROM push_queue WHERE principal = ?", (principal,)).fetchone()[0]
+        if counts[1] > QueueLimits.trim_above(limits.poll_cap):
+            conn.execute(
+                "DELETE FROM notifications WHERE principal = ? AND rowid <= ("
+                " SELECT rowid FROM notifications WHERE principal = ? ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+                (principal, principal, limits.poll_cap),
+            )
+            counts[1] = conn.execute("SELECT COUNT(*) FROM notifications WHERE principal = ?", (principal,)).fetchone()[
+                0
+            ]
 
     # --- audit log hand-off -------------------------------------------------------------
     async def unlogged(self, limit: int = 10_000) -> list[tuple[str, float, Alert]]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +100,51 @@ async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000
     }
 
 
+def _sse_reader_main(url: str, token: str, steps: int, ready: Any, out: Any) -> None:
+    """Child process: read ``steps`` alert frames from ``url``; send back (threshold, arrival time) pairs."""
+
+    async def read() -> list[tuple[float, float]]:
+        got: list[tuple[float, float]] = []
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, headers={"Authorization": f"Bearer {token}"}) as resp:
+                await resp.content.readline()
+                ready.send(True)
+                while len(got) < steps:
+                    line = await resp.content.readline()
+                    if line.startswith(b"data: "):
+                        got.append((json.loads(line[6:])["params"]["condition"]["threshold"], time.perf_counter()))
+        return got
+
+    out.send(asyncio.run(read()))
+
+
+async def _received(conn: Any, timeout_s: float) -> Any:
+    """The next object on a multiprocessing pipe, waited for off the loop (TimeoutError if none comes)."""
+
+    def wait() -> Any:
+        if not conn.poll(timeout_s):
+            raise TimeoutError(f"nothing from the SSE reader process within {timeout_s:g} s")
+        return conn.recv()
+
+    return await asyncio.to_thread(wait)
+
+
+@asynccontextmanager
+async def _sse_client(url: str, token: str, steps: int) -> AsyncIterator[Any]:
+    """An SSE reader in a child process, connected before this yields; yields the pipe its results come on."""
+    ctx = multiprocessing.get_context("spawn")
+    ready_r, ready_w = ctx.Pipe(duplex=False)
+    out_r, out_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_sse_reader_main, args=(url, token, steps, ready_w, out_w), daemon=True)
+    proc.start()
+    try:
+        await _received(ready_r, 60)
+        yield out_r
+    finally:
+        proc.terminate()
+        proc.join(5)
+
+
 async def bench_tick_to_sse(
     steps: int = 3000, rate: float = 1000.0, extra_settings: dict[str, Any] | None = None
 ) -> dict[str, float]:
@@ -104,8 +152,10 @@ async def bench_tick_to_sse(
 
     The daemon's parts run as in production (engine bus, evaluator, SQLite firing, push hub,
     the HTTP app under uvicorn); the ticks are put on the engine's bus directly, so the
-    simulator's own cost of producing a trade is not counted.  The SSE client is aiohttp in
-    the same process (its cost *is* counted).
+    simulator's own cost of producing a trade is not counted.  The SSE client reads in its
+    own process, as a real client does (in the daemon's process its parsing competed with
+    the daemon for the event loop and the GIL); both sides stamp with ``time.perf_counter``,
+    the system-wide monotonic clock on Linux, so the latency spans process and socket.
     """
     from config import load_settings
     from daemon.http_server import serving
@@ -144,31 +194,19 @@ async def bench_tick_to_sse(
                 await services.alerts.set_alert(
                     info.principal, {"symbol": "BTCUSDT", "condition": {"price_above": base + i + 1}}
                 )
-            latencies: list[float] = []
             sent: dict[float, float] = {}
-            async with serving(app) as url, aiohttp.ClientSession() as http:
-                async with http.get(f"{url}/mcp", headers={"Authorization": f"Bearer {token}"}) as resp:
-                    await resp.content.readline()
-
-                    async def reader() -> None:
-                        while len(latencies) < steps:
-                            line = (await resp.content.readline()).decode()
-                            if line.startswith("data: "):
-                                level = json.loads(line[6:])["params"]["condition"]["threshold"]
-                                latencies.append((time.perf_counter() - sent[level]) * 1000)
-
-                    task = asyncio.create_task(reader())
-                    start = time.perf_counter()
-                    bus = services.engine.bus
-                    for i in range(steps):
-                        delay = start + i / rate - time.perf_counter()
-                        if delay > 0:
-                            await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
-                        level = base + i + 1
-                        sent[level] = time.perf_counter()
-                        bus.publish(Tick("BTCUSDT", "1m", level + 0.5, int(time.time() * 1000), 0))
-                    async with asyncio.timeout(60):
-                        await task
+            async with serving(app) as url, _sse_client(f"{url}/mcp", token, steps) as arrivals:
+                start = time.perf_counter()
+                bus = services.engine.bus
+                for i in range(steps):
+                    delay = start + i / rate - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)  # pacing the load at `rate` ticks per second
+                    level = base + i + 1
+                    sent[level] = time.perf_counter()
+                    bus.publish(Tick("BTCUSDT", "1m", level + 0.5, int(time.time() * 1000), 0))
+                got = await _received(arrivals, 60)
+            latencies = [(at - sent[level]) * 1000 for level, at in got]
     latencies.sort()
     return {
         "tick_to_sse_p50_ms": statistics.median(latencies),

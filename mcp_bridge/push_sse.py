@@ -37,6 +37,17 @@ def _last_event_id(scope: Scope) -> int | None:
     return None
 
 
+def _take_queued(queue: asyncio.Queue[tuple[int, str] | None]) -> list[tuple[int, str] | None]:
+    """Every item already in ``queue``, up to and including an end marker (None)."""
+    items: list[tuple[int, str] | None] = []
+    while not queue.empty():
+        item = queue.get_nowait()
+        items.append(item)
+        if item is None:
+            break
+    return items
+
+
 def _frame(seq: int, data: str) -> bytes:
     return f"id: {seq}\nevent: message\ndata: {data}\n\n".encode()
 
@@ -86,24 +97,47 @@ async def serve_push_stream(
                 hub.ack(principal, frame.seq)
                 last = max(last, frame.seq)
         while not disconnected.is_set():
-            getter: asyncio.Future[object] = (
-                asyncio.get_running_loop().create_future()
-                if stream is None
-                else asyncio.ensure_future(stream.queue.get())
-            )
-            done, _ = await asyncio.wait(
-                {getter, gone},
-                timeout=keepalive_s,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if getter not in done:
-                getter.cancel()
-                if disconnected.is_set():
+            if stream is not None and not stream.queue.empty():
+                items = _take_queued(stream.queue)  # frames already waiting: no wait, one write
+            else:
+                getter: asyncio.Future[object] = (
+                    asyncio.get_running_loop().create_future()
+                    if stream is None
+                    else asyncio.ensure_future(stream.queue.get())
+                )
+                done, _ = await asyncio.wait(
+                    {getter, gone},
+                    timeout=keepalive_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getter not in done:
+                    getter.cancel()
+                    if disconnected.is_set():
+                        break
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+                    continue
+                items = [getter.result()]  # type: ignore[list-item]
+                if stream is not None and items[0] is not None:
+                    items += _take_queued(stream.queue)
+            frames: list[bytes] = []
+            written: list[int] = []
+            ended = False
+            for item in items:
+                if item is None:
+                    ended = True
                     break
-                await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-                continue
-            item = getter.result()
-            if item is None:
+                seq, data = item
+                if seq <= last:
+                    continue
+                frames.append(_frame(seq, data))
+                written.append(seq)
+                last = seq
+            if frames:
+                await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+                if hub is not None:
+                    for seq in written:
+                        hub.ack(principal, seq)
+            if ended:
                 assert stream is not None
                 if stream.closed_reason == "replaced":
                     note = (
@@ -114,13 +148,6 @@ async def serve_push_stream(
                 else:
                     log.warning("push_stream_overflow", principal=principal)
                 break
-            seq, data = item  # type: ignore[misc]
-            if seq <= last:
-                continue
-            await send({"type": "http.response.body", "body": _frame(seq, data), "more_body": True})
-            if hub is not None:
-                hub.ack(principal, seq)
-            last = seq
         with contextlib.suppress(Exception):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:

@@ -58,39 +58,41 @@ async def test_kill_9_during_firing_neither_loses_nor_doubles_an_alert(sim: Runn
     async with aiohttp.ClientSession() as http:
         await _price(http, sim, BASE)
         daemon = await _start(sim, tmp_path)
+        try:
 
-        async def set_some(chunk: list[float]) -> None:
-            async with mcp_client(daemon.mcp_url, token) as client:
-                for level in chunk:
-                    await _tool(client, "set_alert", {"symbol": "BTCUSDT", "condition": {"price_above": level}})
+            async def set_some(chunk: list[float]) -> None:
+                async with mcp_client(daemon.mcp_url, token) as client:
+                    for level in chunk:
+                        await _tool(client, "set_alert", {"symbol": "BTCUSDT", "condition": {"price_above": level}})
 
-        async with asyncio.TaskGroup() as tg:
-            for k in range(4):
-                tg.create_task(set_some(levels[k::4]))
-        price = BASE
-        for _ in range(KILLS):
-            # Sweep upwards; kill -9 at a random moment while trades (and firings) are flowing.
-            steps = rng.randint(15, 60)
-            kill_after = rng.randint(1, steps - 1)
-            for i in range(steps):
-                price = min(price + STEP, levels[-1] + STEP)
-                await _price(http, sim, price)
-                if i == kill_after:
-                    await asyncio.sleep(rng.random() * 0.02)  # a random moment, not synchronisation
-                    await daemon.kill()
-            daemon = await _start(sim, tmp_path)
-        # Finish the sweep with the last daemon and wait for every alert to fire.
-        while price < levels[-1]:
-            price = min(price + STEP * 10, levels[-1] + STEP)
-            await _price(http, sim, price)
-        async with mcp_client(daemon.mcp_url, token) as client:
-            async with asyncio.timeout(60):
-                while await _tool(client, "list_alerts"):
+            async with asyncio.TaskGroup() as tg:
+                for k in range(4):
+                    tg.create_task(set_some(levels[k::4]))
+            price = BASE
+            for _ in range(KILLS):
+                # Sweep upwards; kill -9 at a random moment while trades (and firings) are flowing.
+                steps = rng.randint(15, 60)
+                kill_after = rng.randint(1, steps - 1)
+                for i in range(steps):
+                    price = min(price + STEP, levels[-1] + STEP)
                     await _price(http, sim, price)
-                    await asyncio.sleep(0.05)  # waiting for another process, bounded by the timeout
-            notes = await _tool(client, "get_notifications")
-            assert await _tool(client, "get_notifications") == []
-        await daemon.stop()
+                    if i == kill_after:
+                        await asyncio.sleep(rng.random() * 0.02)  # a random moment, not synchronisation
+                        await daemon.kill()
+                daemon = await _start(sim, tmp_path)
+            # Finish the sweep with the last daemon and wait for every alert to fire.
+            while price < levels[-1]:
+                price = min(price + STEP * 10, levels[-1] + STEP)
+                await _price(http, sim, price)
+            async with mcp_client(daemon.mcp_url, token) as client:
+                async with asyncio.timeout(60):
+                    while await _tool(client, "list_alerts"):
+                        await _price(http, sim, price)
+                        await asyncio.sleep(0.05)  # waiting for another process, bounded by the timeout
+                notes = await _tool(client, "get_notifications")
+                assert await _tool(client, "get_notifications") == []
+        finally:  # a failure must not leave a daemon running after the test
+            await daemon.stop()
 
     ids = [n["alert_id"] for n in notes]
     assert len(ids) == ALERTS, f"{len(ids)} notifications for {ALERTS} alerts"

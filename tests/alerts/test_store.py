@@ -7,6 +7,8 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from alerts.models import Alert, Firing, Subscription
 from alerts.store import AlertStore, QueueLimits
@@ -86,6 +88,52 @@ async def test_caps_keep_the_newest_and_sequence_numbers_keep_rising(store: Aler
     queued = await store.queued("a", after_seq=None, now=time.time())
     assert [q.alert_id for q in queued] == [a.id for a in alerts[-3:]]
     assert [n["alert_id"] for n in await store.drain("a")] == [a.id for a in alerts[-4:]]
+
+
+@given(
+    steps=st.lists(
+        st.one_of(st.integers(min_value=1, max_value=7), st.just("drain"), st.just("unsubscribe")),
+        min_size=1,
+        max_size=40,
+    )
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+async def test_caps_are_cut_back_in_steps_and_never_exceeded(steps: list[int | str]) -> None:
+    """push_cap 32 and poll_cap 48 are cut back once past cap + cap/16 (34, 51): whatever
+    sequence of firings (in batches), drains and unsubscribes, the queues never hold more, and
+    what is kept is always the newest."""
+    db = await Database.open(":memory:")
+    await db.migrate(ALL_MIGRATIONS)
+    try:
+        store = AlertStore(db, QueueLimits(push_cap=32, push_ttl_s=3600.0, poll_cap=48))
+        await store.subscribe(Subscription(principal="a"), time.time())
+        polled: list[str] = []  # every alert id fired since the last drain, oldest first
+        pushed: list[str] = []  # likewise for push frames since the last unsubscribe
+        level = 0
+        for step in steps:
+            if step == "drain":
+                got = [n["alert_id"] for n in await store.drain("a")]
+                assert got == polled[-len(got) :] and len(got) >= min(len(polled), 48)
+                polled = []
+                continue
+            if step == "unsubscribe":
+                await store.unsubscribe("a")
+                await store.subscribe(Subscription(principal="a"), time.time())
+                pushed = []
+                continue
+            batch = [alert(level=1000 + level + i) for i in range(int(step))]
+            level += int(step)
+            await store.insert_many(batch)
+            await store.fire([firing(a) for a in batch])
+            polled += [a.id for a in batch]
+            pushed += [a.id for a in batch]
+            kept_frames = [q.alert_id for q in await store.queued("a", after_seq=None, now=time.time())]
+            assert len(kept_frames) <= 34
+            assert kept_frames == pushed[-len(kept_frames) :] and len(kept_frames) >= min(len(pushed), 32)
+            row = await db.fetchone("SELECT COUNT(*) FROM notifications WHERE principal = 'a'")
+            assert row is not None and row[0] <= 51
+    finally:
+        await db.close()
 
 
 async def test_ttl_expires_offline_frames_and_sweep_deletes_them(store: AlertStore) -> None:
