@@ -14,6 +14,12 @@ its own: callers commit with NORMAL, then :meth:`WalSync.request` a flush and wa
 before anything irreversible leaves the process; one ``fdatasync`` answers every request
 queued before it started (group commit), and meanwhile the connection runs the next
 transaction.
+
+Our own descriptor on the ``-wal`` file is safe to open and close beside SQLite's: closing a
+descriptor drops the process's POSIX locks on *that file*, and SQLite takes none on the WAL (its
+WAL-mode locks are on the ``-shm`` file and the database file).  It is read-only; Linux flushes
+through any descriptor.  A failed flush is reported to every commit that waited on it
+(:class:`WalSyncError`) and the next request opens the file afresh.
 """
 
 from __future__ import annotations
