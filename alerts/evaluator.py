@@ -9,10 +9,10 @@ A bar or signal counts only if the bar closed after the alert was created, so a 
 already on the chart never fires a new alert.
 
 Firing takes the crossed alerts out of the index, commits them through
-:meth:`AlertStore.fire` (one transaction), then publishes their push frames and writes
-their audit lines.  If the commit fails the alerts go back into the index and fire on a
-later event; a crash before the commit loses nothing (the alerts are still in the store)
-and a crash after it cannot fire them again (they are gone from it).
+:meth:`AlertStore.fire` (one transaction), then publishes their push frames and has their
+audit lines written (:mod:`alerts.audit_log`).  If the commit fails the alerts go back into
+the index and fire on a later event; a crash before the commit loses nothing (the alerts
+are still in the store) and a crash after it cannot fire them again (they are gone from it).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 import structlog
 
 from alerts.action_runner import ActionRunner
+from alerts.audit_log import AUDIT_COALESCE_S, AlertAuditLog, AuditWriter
 from alerts.feed import NotificationFeed
 from alerts.models import Alert, Firing, notification_payload
 from alerts.price_book import Crossed, PriceBook
@@ -37,12 +38,6 @@ from engine.market_data.intervals import interval_seconds
 
 log = structlog.get_logger(__name__)
 
-AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
-
-
-AUDIT_COALESCE_S = 0.25
-"""How long firings accumulate before their trades.log lines are written together."""
-
 
 class AlertMarket(Protocol):
     """What the evaluator needs from the live engine (LiveEngine satisfies it)."""
@@ -53,26 +48,6 @@ class AlertMarket(Protocol):
     def subscribe(self, kinds: Any = None, *, symbols: Any = None, maxsize: int | None = None) -> Any: ...
     def last_price(self, symbol: str) -> float | None: ...
     def exchange_time_ms(self, symbol: str) -> int | None: ...
-
-
-def _rust_float(x: float | None) -> str:
-    """Rust's ``{:?}`` of an f64 (``50000.0``, ``0.85``, ``1e20``), as chartgen writes it."""
-    if x is None:
-        return "NaN"
-    text = repr(float(x))
-    return text.replace("e+", "e")
-
-
-def audit_line(alert: Alert, fired_at: float) -> str:
-    """chartgen's trades.log line for a fired alert (contract §5.8)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fired_at))
-    if alert.kind == "price_above":
-        cond = f"PriceAbove({_rust_float(alert.threshold)})"
-    elif alert.kind == "price_below":
-        cond = f"PriceBelow({_rust_float(alert.threshold)})"
-    else:
-        cond = f'IndicatorSignal {{ indicator: "{alert.indicator}", signal: "{alert.signal}" }}'
-    return f"{stamp} ALERT_TRIGGERED id={alert.id} {cond} {alert.symbol} {alert.interval}"
 
 
 def _armed(alert: Alert) -> float:
@@ -107,7 +82,8 @@ class AlertEvaluator:
         self._action_alerts: dict[str, Alert] = {}
         self.market = market
         self.hub = hub
-        self._audit = audit
+        self.audit_log = AlertAuditLog(store, audit)
+        """The trades.log lines of the firings (:meth:`run_audit`, :meth:`write_audit`)."""
         self._clock = clock
         self._queue_size = queue_size
         self.touch = PriceBook()
@@ -117,7 +93,6 @@ class AlertEvaluator:
         self._requests: dict[str, Hashable] = {}
         self.fired = 0
         self.lagged = 0
-        self._audit_due = asyncio.Event()
         self.evaluated: dict[str, int] = {}
         """Per ``SYMBOL interval``: open time of the newest bar whose signals were checked."""
         self._fire_lock = asyncio.Lock()
@@ -344,30 +319,15 @@ class AlertEvaluator:
             log.debug("alert_already_gone", alerts=len(missing))
         if fired:
             log.debug("alerts_fired", count=len(fired), first=fired[0].alert.id)
-            self._audit_due.set()
+            self.audit_log.mark_due()
 
     async def run_audit(self, coalesce_s: float = AUDIT_COALESCE_S) -> None:
-        """Background task: append trades.log lines for fired alerts, batched (never on the firing path).
-
-        Firings within ``coalesce_s`` share one pass: each pass is two database round trips
-        (read the unlogged rows, mark them), and at 1,000 firings/s running one per firing
-        kept the database busy when the next firing wanted it (tick → SSE p50 9.0 → 5.5 ms
-        when removed, ``bench/alerts_push.py``)."""
-        while True:
-            await self._audit_due.wait()
-            await asyncio.sleep(coalesce_s)  # coalescing window, not synchronisation
-            self._audit_due.clear()
-            await self.write_audit()
+        """Background task: append trades.log lines for fired alerts, batched (see :meth:`AlertAuditLog.run`)."""
+        await self.audit_log.run(coalesce_s)
 
     async def write_audit(self) -> None:
         """Append trades.log lines for fired alerts not yet logged (also run at start-up)."""
-        if self._audit is None:
-            return
-        pending = await self.store.unlogged()
-        if not pending:
-            return
-        await self._audit([audit_line(alert, at) for _, at, alert in pending])
-        await self.store.mark_logged([aid for aid, _, _ in pending])
+        await self.audit_log.write()
 
     # --- the event loop ------------------------------------------------------------------
     async def run(self) -> None:

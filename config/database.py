@@ -31,6 +31,8 @@ The alert firing, the hottest of those, uses :meth:`Database.run_transaction_syn
 instead: it commits with NORMAL and the WAL is fsynced afterwards on a thread of its own
 (``config/wal_sync.py``), one fsync for every commit waiting, while the connection already
 runs the next transaction; the evaluator pushes the frames only when that flush is done.
+Checkpoints run on their own thread and connection too (``config/wal_checkpoint.py``), so no
+commit copies the WAL into the database while the connection is held.
 
 The database files are private: :meth:`Database.open` creates the directory 0700 and the
 database 0600 (SQLite gives ``-wal``/``-shm`` the database file's mode) whatever the umask,
@@ -54,6 +56,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
+from config.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from config.wal_sync import WalSync
 
 log = structlog.get_logger(__name__)
@@ -93,6 +96,8 @@ class Database:
         self._lock = asyncio.Lock()
         self.wal_sync: WalSync | None = None
         """The group fsync of the ``-wal`` file (a file database in WAL mode only)."""
+        self.checkpointer: WalCheckpointer | None = None
+        """The background WAL checkpoints (a file database in WAL mode only)."""
 
     @classmethod
     async def open(cls, path: Path | str) -> Database:
@@ -116,6 +121,8 @@ class Database:
                     row = await cur.fetchone()
                 if row is not None and str(row[0]).lower() == "wal":
                     db.wal_sync = WalSync(target.with_name(target.name + "-wal"))
+                    db.checkpointer = WalCheckpointer(target)
+                    await conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
@@ -125,6 +132,8 @@ class Database:
 
     async def close(self) -> None:
         async with self._lock:
+            if self.checkpointer is not None:
+                await self.checkpointer.close()
             if self.wal_sync is not None:
                 await self.wal_sync.close()
             await self._conn.close()
@@ -181,6 +190,7 @@ class Database:
                     with contextlib.suppress(sqlite3.Error):
                         await self._conn.execute("ROLLBACK")
                     raise
+                self._committed()
             finally:
                 if durable:
                     await self._conn._execute(_restore_normal, self._conn._conn)
@@ -213,7 +223,13 @@ class Database:
                     _restore_normal(conn)
 
         async with self._lock:
-            return await self._conn._execute(in_transaction)
+            result = await self._conn._execute(in_transaction)
+        self._committed()
+        return result
+
+    def _committed(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
 
     async def run_transaction_synced_later(
         self, fn: Callable[[sqlite3.Connection], T]
@@ -258,7 +274,9 @@ class Database:
         """One statement in its own implicit transaction; returns the number of rows changed."""
         async with self._lock:
             async with self._conn.execute(sql, params) as cur:
-                return cur.rowcount
+                changed = cur.rowcount
+        self._committed()
+        return changed
 
 
 def _restore_normal(conn: sqlite3.Connection) -> None:

@@ -67,6 +67,7 @@ class DaemonScheduler:
         )
         self._records: dict[str, JobRecord] = {}
         self._running_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     # --- jobs -----------------------------------------------------------------------------
     def every(self, name: str, interval_s: float, job: Job) -> None:
@@ -109,7 +110,11 @@ class DaemonScheduler:
                 record.last_outcome = "ok"
             except asyncio.CancelledError:
                 record.last_outcome = "cancelled"
-                raise
+                if not self._closing:
+                    raise
+                # Cancelled by close(): the run ends here. Raised on, APScheduler's executor would
+                # log it as 'Job "…" raised an exception' with a traceback at every shutdown.
+                log.info("periodic_job_cancelled", job=name)
             except Exception as exc:
                 record.failures += 1
                 record.last_outcome = f"failed: {type(exc).__name__}: {exc}"[:300]
@@ -132,6 +137,7 @@ class DaemonScheduler:
             await self.close()
 
     async def close(self) -> None:
+        self._closing = True
         if self._aps.running:
             self._aps.shutdown(wait=False)
             # AsyncIOScheduler.shutdown is deferred with call_soon_threadsafe: wait until it has run

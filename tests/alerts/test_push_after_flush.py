@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
+from bench.alerts import NullMarket
 from config.database import Database
 from config.wal_sync import WalSyncError
 from daemon.database import ALL_MIGRATIONS
@@ -72,26 +72,6 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
         await database.close()
 
 
-class Market:
-    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        pass
-
-    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        pass
-
-    def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:
-        raise NotImplementedError
-
-    def subscribe(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def last_price(self, symbol: str) -> float | None:
-        return None
-
-    def exchange_time_ms(self, symbol: str) -> int | None:
-        return None
-
-
 class RecordingHub(PushHub):
     def __init__(self) -> None:
         super().__init__()
@@ -120,7 +100,7 @@ async def armed(
     """A store with ``alerts`` armed in an evaluator whose frames go to a recording hub; principal "a" subscribed."""
     store = AlertStore(db)
     hub = RecordingHub()
-    evaluator = AlertEvaluator(store, Market(), hub)
+    evaluator = AlertEvaluator(store, NullMarket(), hub)
     evaluator.pipelined = pipelined
     await store.subscribe(Subscription(principal="a"), time.time())
     await store.insert_many(alerts)

@@ -16,30 +16,11 @@ from alerts.evaluator import AlertEvaluator
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore
+from bench.alerts import NullMarket
 from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
-
-
-class FakeMarket:
-    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        return None
-
-    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        return None
-
-    def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:
-        return (request.definition.name, ())
-
-    def subscribe(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def last_price(self, symbol: str) -> float | None:
-        return None
-
-    def exchange_time_ms(self, symbol: str) -> int | None:
-        return None
 
 
 async def _listed(symbol: str) -> str | None:
@@ -52,7 +33,7 @@ async def stack() -> AsyncIterator[tuple[ToolRouter, AlertStore]]:
     await db.migrate(ALL_MIGRATIONS)
     store = AlertStore(db)
     hub = PushHub()
-    evaluator = AlertEvaluator(store, FakeMarket(), hub)
+    evaluator = AlertEvaluator(store, NullMarket(), hub)
     service = AlertService(store, evaluator, hub, default_interval="4h", check_symbol=_listed)
     router = ToolRouter(Services(charts=None, alerts=service, push=hub, engine=object()))  # type: ignore[arg-type]
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -49,7 +50,9 @@ async def test_periodic_jobs_run_on_the_loop_and_a_failing_run_does_not_stop_the
     assert not scheduler.started
 
 
-async def test_one_run_at_a_time_and_stopping_cancels_a_run_in_progress() -> None:
+async def test_one_run_at_a_time_and_stopping_cancels_a_run_in_progress(caplog: pytest.LogCaptureFixture) -> None:
+    """...and the run cancelled by the stop is recorded as such, not reported by APScheduler as a failure."""
+    caplog.set_level(logging.ERROR, logger="apscheduler")
     scheduler = DaemonScheduler()
     started = asyncio.Event()
     cancelled = asyncio.Event()
@@ -74,6 +77,8 @@ async def test_one_run_at_a_time_and_stopping_cancels_a_run_in_progress() -> Non
         async with asyncio.timeout(10):
             await started.wait()
     assert cancelled.is_set() and most == 1
+    assert scheduler._records["slow"].last_outcome == "cancelled"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("apscheduler")] == []
 
 
 async def test_a_user_schedule_fires_through_the_apscheduler(tmp_path: Path) -> None:

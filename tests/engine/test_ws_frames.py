@@ -1,5 +1,6 @@
-"""Our websocket frame reader (engine/feed/ws_frames.py): frames cut anywhere, fragments, pings,
-7/16/64-bit lengths, where it stops; and the hand-over of a live aiohttp connection to it."""
+"""Our websocket frame reader (engine/feed/ws_frame_reader.py): frames cut anywhere, fragments, pings,
+7/16/64-bit lengths, where it stops; and the hand-over of a live aiohttp connection to it
+(engine/feed/ws_frames.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.feed import ws_frames
-from engine.feed.ws_frames import AIOHTTP_TURN, Close, FrameFeed, FrameReader, Ping, Violation
+from engine.feed.ws_frame_reader import Close, FrameReader, Ping, Violation
+from engine.feed.ws_frames import AIOHTTP_TURN, FrameFeed
 
 
 # --- encoding (server-to-client frames, as a server writes them) ---------------------------
