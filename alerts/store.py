@@ -29,6 +29,7 @@ from alerts.outbox_store import ChannelRouting, OutboxRow, enqueue_in
 from alerts.schema import MIGRATIONS
 from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscription_of
 from config.database import Database
+from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
 
 __all__ = ["MIGRATIONS", "AlertStore", "Fired", "QueueLimits", "QueuedFrame"]
 
@@ -210,7 +211,9 @@ class AlertStore(SubscriptionQueries):
         The second value is done when the firing is on disk (``Database.run_transaction_synced_later``):
         only then may its frames be pushed and its channels woken (:meth:`wake_senders`) — a
         frame that left before a power loss undid its firing would be sent again."""
-        return await self.db.run_transaction_synced_later(lambda conn: self._fire_sync(conn, firings, {}, None))
+        return await self.db.run_transaction_synced_later(
+            lambda conn: self._fire_sync(conn, firings, {}, None), on_loop=len(firings) <= LOOP_TRANSACTION_MAX_ITEMS
+        )
 
     def wake_senders(self, fired: Sequence[Fired]) -> None:
         """After a durable firing: tell the channel senders their outbox has rows."""
@@ -345,19 +348,6 @@ class AlertStore(SubscriptionQueries):
             counts[1] = conn.execute("SELECT COUNT(*) FROM notifications WHERE principal = ?", (principal,)).fetchone()[
                 0
             ]
-
-    # --- audit log hand-off -------------------------------------------------------------
-    async def unlogged(self, limit: int = 10_000) -> list[tuple[str, float, Alert]]:
-        """Fired alerts whose trades.log line is not written yet (oldest first)."""
-        rows = await self.db.fetchall(
-            "SELECT alert_id, at, record FROM alert_events WHERE logged = 0 AND outcome = 'fired' ORDER BY at LIMIT ?",
-            (limit,),
-        )
-        return [(r["alert_id"], float(r["at"]), _alert(r["record"])) for r in rows]
-
-    async def mark_logged(self, alert_ids: Sequence[str]) -> None:
-        async with self.db.transaction() as tx:
-            await tx.executemany("UPDATE alert_events SET logged = 1 WHERE alert_id = ?", [(a,) for a in alert_ids])
 
     async def outcome(self, alert_id: str) -> str | None:
         row = await self.db.fetchone("SELECT outcome FROM alert_events WHERE alert_id = ?", (alert_id,))

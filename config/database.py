@@ -9,7 +9,10 @@ One connection serves the whole process (aiosqlite runs it in its own thread, so
 loop never blocks on disk).  WAL journal, ``synchronous=NORMAL`` and a busy timeout let other
 processes (``chartgen token create``) write while the daemon runs.  Statements are serialised
 by a lock: :meth:`Database.transaction` holds it from ``BEGIN IMMEDIATE`` to ``COMMIT`` so a
-state change is all-or-nothing and never interleaves with another.
+state change is all-or-nothing and never interleaves with another.  The one exception is a
+small alert firing, committed on the event loop's own thread through a second connection
+(``config/loop_writer.py`` says why); a second lock, held around every write of either
+connection, keeps the two writers apart.
 
 Durability is chosen per transaction.  With WAL and ``synchronous=NORMAL`` a commit is
 atomic and survives the process being killed, but a power loss or kernel crash can undo the
@@ -56,6 +59,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import structlog
 
+from config.loop_writer import Busy, LoopWriter
 from config.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from config.wal_sync import WalSync
 
@@ -94,10 +98,14 @@ class Database:
         self._conn = conn
         self.path = path
         self._lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        """Held around every write transaction, of the shared connection or the loop writer's."""
         self.wal_sync: WalSync | None = None
         """The group fsync of the ``-wal`` file (a file database in WAL mode only)."""
         self.checkpointer: WalCheckpointer | None = None
         """The background WAL checkpoints (a file database in WAL mode only)."""
+        self.loop_writer: LoopWriter | None = None
+        """Small firings committed on the loop's thread (a file database in WAL mode only)."""
 
     @classmethod
     async def open(cls, path: Path | str) -> Database:
@@ -123,9 +131,12 @@ class Database:
                     db.wal_sync = WalSync(target.with_name(target.name + "-wal"))
                     db.checkpointer = WalCheckpointer(target)
                     await conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
+                    db.loop_writer = await asyncio.to_thread(LoopWriter.connect, target, BACKSTOP_PAGES)
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
+            if db.loop_writer is not None:
+                db.loop_writer.close()
             await conn.close()
             raise DatabaseError(f"cannot configure database {path}: {exc}") from exc
         return db
@@ -136,6 +147,10 @@ class Database:
                 await self.checkpointer.close()
             if self.wal_sync is not None:
                 await self.wal_sync.close()
+            if self.loop_writer is not None:
+                async with self._write_lock:
+                    self.loop_writer.close()
+                self.loop_writer = None
             await self._conn.close()
 
     async def migrate(self, packages: Iterable[Migrations]) -> dict[str, int]:
@@ -172,7 +187,7 @@ class Database:
         ``durable=True``: the commit is fsynced (``synchronous=FULL``) before this returns, so a
         power loss cannot undo it; use it when something leaves the process after the commit.
         """
-        async with self._lock:
+        async with self._lock, self._write_lock:
             if durable:
                 await self._conn.execute("PRAGMA synchronous = FULL")
             try:
@@ -222,7 +237,7 @@ class Database:
                 if durable:
                     _restore_normal(conn)
 
-        async with self._lock:
+        async with self._lock, self._write_lock:
             result = await self._conn._execute(in_transaction)
         self._committed()
         return result
@@ -232,7 +247,7 @@ class Database:
             self.checkpointer.committed()
 
     async def run_transaction_synced_later(
-        self, fn: Callable[[sqlite3.Connection], T]
+        self, fn: Callable[[sqlite3.Connection], T], *, on_loop: bool = False
     ) -> tuple[T, asyncio.Future[None]]:
         """As :meth:`run_transaction` with ``durable=True``, but the fsync happens after the connection is free.
 
@@ -240,12 +255,24 @@ class Database:
         being killed) and a future done when the commit is on disk (:class:`WalSync`, group
         fsync of the WAL) — nothing that cannot be taken back may leave the process before it.
         Without a WAL file (``:memory:``) the commit is a FULL one and the future is done already.
+
+        ``on_loop``: a short transaction (a few alerts' firing) runs on the event loop's thread
+        through :class:`LoopWriter`'s connection, with no thread hand-off and no wait for reads
+        in flight on the shared one; when another process holds the write lock it runs on the
+        database thread after all.
         """
         if self.wal_sync is None:
             result = await self.run_transaction(fn, durable=True)
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return result, done
+        writer = self.loop_writer
+        if on_loop and writer is not None:
+            async with self._write_lock:
+                ran = writer.run(fn)
+            if not isinstance(ran, Busy):
+                self._committed()
+                return ran, self.wal_sync.request()
         result = await self.run_transaction(fn)
         return result, self.wal_sync.request()
 
@@ -272,7 +299,7 @@ class Database:
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """One statement in its own implicit transaction; returns the number of rows changed."""
-        async with self._lock:
+        async with self._lock, self._write_lock:
             async with self._conn.execute(sql, params) as cur:
                 changed = cur.rowcount
         self._committed()

@@ -13,6 +13,7 @@ import structlog
 
 from config import Settings
 from daemon.dashboard_runtime import dashboard_setup
+from daemon.heap import freeze_startup_heap
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
 from daemon.metrics import DaemonMetrics
 from daemon.oauth_runtime import oauth_setup, public_base_url, public_host
@@ -90,6 +91,7 @@ async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> No
     async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
         server, router = build_server(services)
         log.info("mcp_stdio_started", trade=trade, **describe_endpoints(settings))
+        freeze_startup_heap()
         serving = asyncio.create_task(serve_stdio(server), name="mcp-stdio")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -161,6 +163,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             print(f"Live engine following {markets}; readiness at http://{shown}:{port}/readyz", flush=True)
             banner.start("not-ready-banner", lambda: announce_not_ready(services, f"http://{shown}:{port}/readyz"))
         log.info("mcp_http_started", host=host, port=port, trade=trade, **describe_endpoints(settings))
+        freeze_startup_heap()
         notifier = Notifier()
         systemd = asyncio.create_task(_tell_systemd(notifier, http, services), name="sd-notify")
         try:
