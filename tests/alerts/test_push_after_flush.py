@@ -20,11 +20,12 @@ import pytest
 
 import config.wal_sync as wal_sync_module
 from alerts.evaluator import AlertEvaluator
-from alerts.models import Alert, Subscription
+from alerts.models import Alert, Firing, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from bench.alerts import NullMarket
 from config.database import Database
+from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
 from config.wal_sync import WalSyncError
 from daemon.database import ALL_MIGRATIONS
 from engine.events import Tick
@@ -198,3 +199,25 @@ async def test_a_direct_call_waits_for_the_flush_before_returning(db: Database, 
     gate.let_through()
     await call
     assert len(hub.frames) == 1
+
+
+async def test_small_firings_run_on_the_loop_and_large_ones_on_the_database_thread(db: Database) -> None:
+    store = AlertStore(db)
+    await store.subscribe(Subscription(principal="a"), time.time())
+    alerts = [above(100.0 + i) for i in range(LOOP_TRANSACTION_MAX_ITEMS + 2)]
+    await store.insert_many(alerts)
+    assert db.loop_writer is not None
+
+    def firing(group: list[Alert]) -> list[Firing]:
+        return [Firing(alert_id=a.id, value=a.threshold or 0.0, triggered_at=time.time()) for a in group]
+
+    fired, synced = await store.fire_synced_later(firing(alerts[:1]))
+    await synced
+    assert [f.alert.id for f in fired] == [alerts[0].id] and db.loop_writer.transactions == 1
+    rest = alerts[1:]
+    assert len(rest) > LOOP_TRANSACTION_MAX_ITEMS
+    fired, synced = await store.fire_synced_later(firing(rest))
+    await synced
+    assert len(fired) == len(rest) and db.loop_writer.transactions == 1  # that one ran on the database thread
+    assert [f.push_seq for f in fired] == list(range(2, len(alerts) + 1))
+    assert await db.fetchall("SELECT id FROM alerts") == []

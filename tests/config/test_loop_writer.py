@@ -3,7 +3,8 @@
 What must hold: the transaction is all-or-nothing as on the shared connection; it never waits
 on the loop for SQLite's write lock (another process writing → it hands the transaction to the
 database thread, which may wait); inside the process the write lock keeps the two connections
-from meeting; large firings and in-memory databases keep the database thread.
+from meeting; in-memory databases keep the database thread (large firings too:
+tests/alerts/test_push_after_flush.py).
 """
 
 from __future__ import annotations
@@ -11,18 +12,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from alerts.models import Alert, Firing, Subscription
-from alerts.store import AlertStore
 from config.database import Database
-from config.loop_writer import BUSY, LOOP_TRANSACTION_MAX_ITEMS
-from daemon.database import ALL_MIGRATIONS
+from config.loop_writer import BUSY
 
 
 @pytest.fixture
@@ -150,42 +146,3 @@ async def test_an_in_memory_database_has_no_loop_writer() -> None:
         assert done.done() and await rows(memory) == [1]
     finally:
         await memory.close()
-
-
-def above(level: float) -> Alert:
-    return Alert(
-        id=str(uuid.uuid4()),
-        principal="a",
-        symbol="BTCUSDT",
-        interval="1m",
-        kind="price_above",
-        threshold=level,
-        created_at=time.time(),
-    )
-
-
-async def test_small_firings_run_on_the_loop_and_large_ones_on_the_database_thread(tmp_path: Path) -> None:
-    db = await Database.open(tmp_path / "alerts.db")
-    try:
-        await db.migrate(ALL_MIGRATIONS)
-        store = AlertStore(db)
-        await store.subscribe(Subscription(principal="a"), time.time())
-        alerts = [above(100.0 + i) for i in range(LOOP_TRANSACTION_MAX_ITEMS + 2)]
-        await store.insert_many(alerts)
-        assert db.loop_writer is not None
-
-        def firing(group: list[Alert]) -> list[Firing]:
-            return [Firing(alert_id=a.id, value=a.threshold or 0.0, triggered_at=time.time()) for a in group]
-
-        fired, synced = await store.fire_synced_later(firing(alerts[:1]))
-        await synced
-        assert [f.alert.id for f in fired] == [alerts[0].id] and db.loop_writer.transactions == 1
-        rest = alerts[1:]
-        assert len(rest) > LOOP_TRANSACTION_MAX_ITEMS
-        fired, synced = await store.fire_synced_later(firing(rest))
-        await synced
-        assert len(fired) == len(rest) and db.loop_writer.transactions == 1  # the database thread's
-        assert [f.push_seq for f in fired] == list(range(2, len(alerts) + 1))
-        assert await db.fetchall("SELECT id FROM alerts") == []
-    finally:
-        await db.close()
