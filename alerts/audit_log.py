@@ -1,27 +1,36 @@
-"""The trades.log lines of fired alerts: chartgen's ``ALERT_TRIGGERED`` line and its batched writer.
+"""The trades.log lines of fired alerts: :class:`AlertAuditLog`, their batched writer.
 
-Owns the line format (contract §5.8) and :class:`AlertAuditLog`, which appends the lines of
-the fired alerts the store has not marked logged yet.  It runs off the firing path: the
-evaluator only marks that something fired, and a background task writes every firing of a
-short coalescing window in one pass (also run once at start-up for firings a crash left
-unlogged).
+The line itself (contract §5.8) is spelled by :mod:`alerts.trades_line` and stored with each
+fired alert's ``alert_events`` row by the firing transaction.  This module appends the lines
+the store has not recorded as written yet.  It runs off the firing path: the evaluator only
+marks that something fired, and a background task writes every firing of a short coalescing
+window in one pass (also run once at start-up for firings a crash left unlogged).
 
-A pass reads only the fields a line needs, extracted by SQLite on the database thread
-(``json_extract``), and marks the rows in one hand-off: parsing each fired alert's record into
-an :class:`~alerts.models.Alert` on the event loop cost about 20 µs a row, so at 1,000 firings
-a second every pass stalled the loop for 5 ms or more, which was the tick → SSE p99
-(``bench/alerts_push.py``: p99 8.8–26.6 ms with those passes against 6.5–12.3 ms without any).
+Progress is one high-water mark, the ``alert_events`` rowid up to which every fired row has its
+line (``alert_counters.audit_logged_rowid``, alerts schema step 4): a pass reads the rows above
+it in rowid (= commit) order and moves the mark with a one-row update on the loop's own
+connection (``Database.run_transaction_on_loop``).  Lines are written before the mark moves,
+so a crash in between writes them again on restart, never not at all.
+
+Why it is built so (``bench/alerts_push.py``, tick → SSE at 1,000 firings a second, AMD EPYC
+2 cores): the passes used to parse each row's record into an Alert on the loop (~20 µs a row,
+stalls of 5 ms and more), then to extract the fields with ``json_extract`` on the database
+thread (a pass's read took 4–35 ms of that thread, competing with the loop for the GIL and a
+core), and to set a ``logged`` flag per row (~260 rows and their partial index, holding the
+write lock every firing waits for for 1–19 ms; a third of the bench's slowest 2 % fell inside
+one of those windows against 3–6 % of all ticks).  Rows fired before step 4 have no stored line
+and are still read through ``json_extract``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from alerts.store import AlertStore
+from alerts.trades_line import trades_line
 
 AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 """Appends lines to trades.log (the daemon's ``TradesLog.append``)."""
@@ -31,45 +40,36 @@ AUDIT_COALESCE_S = 0.25
 """How long firings accumulate before their trades.log lines are written together."""
 
 
-def _rust_float(x: float | None) -> str:
-    """Rust's ``{:?}`` of an f64 (``50000.0``, ``0.85``, ``1e20``), as chartgen writes it."""
-    if x is None:
-        return "NaN"
-    text = repr(float(x))
-    return text.replace("e+", "e")
-
-
 class AuditEntry(NamedTuple):
-    """What a trades.log line says of one fired alert."""
+    """A fired alert whose trades.log line is not written yet."""
 
     alert_id: str
-    fired_at: float
-    kind: str
-    threshold: float | None
-    indicator: str | None
-    signal: str | None
-    symbol: str
-    interval: str
+    rowid: int
+    """Its ``alert_events`` row: the mark moves past it once the line is written."""
+    line: str
 
 
+_MARK = "audit_logged_rowid"
+_OLD = "CASE WHEN line IS NULL THEN {} END"
+"""Rows fired before alerts schema step 4 have no stored line: their fields, from the record."""
 _UNLOGGED = (
-    "SELECT alert_id, at, json_extract(record, '$.kind'), json_extract(record, '$.threshold'),"
-    " json_extract(record, '$.indicator'), json_extract(record, '$.signal'),"
-    " json_extract(record, '$.symbol'), json_extract(record, '$.interval')"
-    " FROM alert_events WHERE logged = 0 AND outcome = 'fired' ORDER BY at LIMIT ?"
+    "SELECT alert_id, rowid, line, "
+    + ", ".join(
+        _OLD.format(expr)
+        for expr in (
+            "at",
+            "json_extract(record, '$.kind')",
+            "json_extract(record, '$.threshold')",
+            "json_extract(record, '$.indicator')",
+            "json_extract(record, '$.signal')",
+            "json_extract(record, '$.symbol')",
+            "json_extract(record, '$.interval')",
+        )
+    )
+    + " FROM alert_events"
+    f" WHERE rowid > (SELECT value FROM alert_counters WHERE name = '{_MARK}')"
+    " AND outcome = 'fired' AND logged = 0 ORDER BY rowid LIMIT ?"
 )
-
-
-def audit_line(alert: AuditEntry) -> str:
-    """chartgen's trades.log line for a fired alert (contract §5.8)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(alert.fired_at))
-    if alert.kind == "price_above":
-        cond = f"PriceAbove({_rust_float(alert.threshold)})"
-    elif alert.kind == "price_below":
-        cond = f"PriceBelow({_rust_float(alert.threshold)})"
-    else:
-        cond = f'IndicatorSignal {{ indicator: "{alert.indicator}", signal: "{alert.signal}" }}'
-    return f"{stamp} ALERT_TRIGGERED id={alert.alert_id} {cond} {alert.symbol} {alert.interval}"
 
 
 class AlertAuditLog:
@@ -104,16 +104,21 @@ class AlertAuditLog:
         pending = await self.unlogged()
         if not pending:
             return
-        await self._write([audit_line(entry) for entry in pending])
-        await self.mark_logged([entry.alert_id for entry in pending])
+        await self._write([entry.line for entry in pending])
+        await self.mark_logged(pending[-1].rowid)
 
     async def unlogged(self, limit: int = 10_000) -> list[AuditEntry]:
-        """Fired alerts whose trades.log line is not written yet (oldest first)."""
+        """Fired alerts whose trades.log line is not written yet, in the order they were committed."""
         rows = await self.store.db.fetchall(_UNLOGGED, (limit,))
-        return [AuditEntry(r[0], float(r[1]), r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        return [
+            AuditEntry(r[0], int(r[1]), r[2] if r[2] is not None else trades_line(r[0], float(r[3]), *r[4:]))
+            for r in rows
+        ]
 
-    async def mark_logged(self, alert_ids: Sequence[str]) -> None:
+    async def mark_logged(self, rowid: int) -> None:
+        """Every fired row up to ``rowid`` has its line (the mark never moves back)."""
+
         def mark(conn: sqlite3.Connection) -> None:
-            conn.executemany("UPDATE alert_events SET logged = 1 WHERE alert_id = ?", [(a,) for a in alert_ids])
+            conn.execute("UPDATE alert_counters SET value = ? WHERE name = ? AND value < ?", (rowid, _MARK, rowid))
 
-        await self.store.db.run_transaction(mark)
+        await self.store.db.run_transaction_on_loop(mark)

@@ -7,6 +7,14 @@ exchange answered or the order service resolved it after a restart, then ``done`
 Step 3: ``outbox`` — one row per (notification channel, notification) written in the firing
 transaction, delivered by the channel sender (alerts.channels); ``push_subscriptions.channels``
 — the channels a principal routes its own notifications to.
+Step 4: trades.log progress as one high-water mark (``alert_counters.audit_logged_rowid``: every
+fired row up to that ``alert_events`` rowid has its line) instead of a ``logged`` flag per row —
+marking a pass's lines is then a one-row update, and a firing no longer updates the partial
+index ``alert_events_unlogged`` (dropped).  The mark starts just below the oldest row the flag
+still called unlogged; rows above it that the flag called logged stay skipped (the pass still
+reads ``logged = 0``, which every new row has).  ``alert_events`` rows are never deleted, so
+their rowids only grow and are never reused.  ``alert_events.line``: the fired alert's trades.log
+line, written by the firing transaction (the audit pass then reads no record).
 """
 
 from __future__ import annotations
@@ -103,6 +111,17 @@ MIGRATIONS = Migrations(
             CREATE INDEX outbox_pending ON outbox (channel, id) WHERE state = 'pending';
             CREATE INDEX outbox_notification ON outbox (notification_id);
             ALTER TABLE push_subscriptions ADD COLUMN channels TEXT
+            """,
+        ),
+        (
+            4,
+            """
+            INSERT INTO alert_counters (name, value) VALUES ('audit_logged_rowid', COALESCE(
+                (SELECT MIN(rowid) - 1 FROM alert_events WHERE logged = 0 AND outcome = 'fired'),
+                (SELECT MAX(rowid) FROM alert_events),
+                0));
+            DROP INDEX alert_events_unlogged;
+            ALTER TABLE alert_events ADD COLUMN line TEXT
             """,
         ),
     ),

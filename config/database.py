@@ -266,15 +266,25 @@ class Database:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return result, done
+        result = await (self.run_transaction_on_loop(fn) if on_loop else self.run_transaction(fn))
+        return result, self.wal_sync.request()
+
+    async def run_transaction_on_loop(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`run_transaction` (NORMAL commit) for a transaction of a few rows, run on the event loop's thread.
+
+        Through :class:`LoopWriter`'s connection: no hand-off to the database thread, which holds
+        the write lock (and so every firing waiting on it) while it waits for the GIL.  Falls
+        back to :meth:`run_transaction` when there is no loop writer (``:memory:``) or another
+        process holds SQLite's write lock.
+        """
         writer = self.loop_writer
-        if on_loop and writer is not None:
+        if writer is not None:
             async with self._write_lock:
                 ran = writer.run(fn)
             if not isinstance(ran, Busy):
                 self._committed()
-                return ran, self.wal_sync.request()
-        result = await self.run_transaction(fn)
-        return result, self.wal_sync.request()
+                return ran
+        return await self.run_transaction(fn)
 
     async def synchronous(self) -> int:
         """The connection's current ``PRAGMA synchronous`` (1 NORMAL, 2 FULL) outside any transaction."""
