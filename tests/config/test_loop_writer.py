@@ -85,6 +85,21 @@ async def test_a_small_transaction_commits_on_the_loop_thread_and_the_shared_con
     assert await rows(db) == [1]
 
 
+async def test_run_transaction_on_loop_commits_on_the_loop_thread_with_no_flush_request(db: Database) -> None:
+    """The audit log's one-row mark: on the loop's connection, NORMAL commit, no WAL flush asked."""
+    assert db.loop_writer is not None and db.wal_sync is not None
+    seen: list[int] = []
+    assert await db.run_transaction_on_loop(insert(1, seen)) == 1
+    assert seen == [threading.get_ident()] and db.loop_writer.transactions == 1
+    assert db.wal_sync.flushes == 0
+    async with OtherProcessWriter(db.path or Path()):
+        task = asyncio.create_task(db.run_transaction_on_loop(insert(2, seen)))
+        await asyncio.sleep(0)
+        assert db.loop_writer.busy == 1 and not task.done()
+    assert await task == 2 and seen[1] != threading.get_ident()
+    assert await rows(db) == [1, 2, 100]
+
+
 async def test_without_on_loop_the_transaction_stays_on_the_database_thread(db: Database) -> None:
     seen: list[int] = []
     await db.run_transaction_synced_later(insert(1, seen))
