@@ -154,17 +154,37 @@ class Database:
             await self._conn.close()
 
     async def migrate(self, packages: Iterable[Migrations]) -> dict[str, int]:
-        """Apply every step not yet applied, each in its own transaction; returns package → version."""
+        """Apply every step not yet applied, each in its own transaction; returns package → version.
+
+        Refuses (:class:`DatabaseError`, before applying anything) a database that any package's
+        schema is newer in than this code knows: a downgraded daemon would otherwise run on tables
+        whose meaning changed under it (e.g. alerts step 4's trades.log mark)."""
         async with self.transaction() as tx:
             await tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " package TEXT NOT NULL, version INTEGER NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,"
                 " PRIMARY KEY (package, version))"
             )
-        versions: dict[str, int] = {}
+        packages = list(packages)
+        applied: dict[str, set[int]] = {}
         for mig in packages:
             rows = await self.fetchall("SELECT version FROM schema_migrations WHERE package = ?", (mig.package,))
-            done = {int(r["version"]) for r in rows}
+            applied[mig.package] = {int(r["version"]) for r in rows}
+        newer = [
+            (mig.package, max(applied[mig.package]), len(mig.steps))
+            for mig in packages
+            if applied[mig.package] and max(applied[mig.package]) > len(mig.steps)
+        ]
+        if newer:
+            where = self.path or ":memory:"
+            schemas = "; ".join(f"{p} at version {at}, this chartgen knows up to {known}" for p, at, known in newer)
+            raise DatabaseError(
+                f"database {where} was written by a newer chartgen ({schemas}): run that version, or"
+                " restore the data directory from a backup taken before the upgrade — nothing was changed"
+            )
+        versions: dict[str, int] = {}
+        for mig in packages:
+            done = applied[mig.package]
             for version, script in mig.steps:
                 if version in done:
                     continue

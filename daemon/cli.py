@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from config import ConfigFileError, Settings, load_settings
-from config.database import PRIVATE_UMASK
+from config.database import PRIVATE_UMASK, DatabaseError
 from daemon.logging import configure_logging
 
 SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading")
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     source=ns.source,
                 )
             )
-    except modes.ModeError as exc:
+    except (modes.ModeError, DatabaseError) as exc:
         return modes.fail(str(exc))
     except KeyboardInterrupt:
         return 130

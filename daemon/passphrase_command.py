@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from config import load_settings
+from config.database import DatabaseError
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from mcp_bridge.oauth.passphrase import PassphraseError, hash_passphrase
@@ -56,6 +57,10 @@ def main(argv: Sequence[str]) -> int:
     except PassphraseError as exc:
         print(f"chartgen passphrase: error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_store({"data_dir": ns.data_dir}, ns.config, hashed))
+    try:
+        asyncio.run(_store({"data_dir": ns.data_dir}, ns.config, hashed))
+    except DatabaseError as exc:
+        print(f"chartgen passphrase: error: {exc}", file=sys.stderr)
+        return 1
     print("passphrase set; OAuth consents now require it.", file=sys.stderr)
     return 0
