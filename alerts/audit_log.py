@@ -17,9 +17,9 @@ Why it is built so (``bench/alerts_push.py``, tick → SSE at 1,000 firings a se
 stalls of 5 ms and more), then to extract the fields with ``json_extract`` on the database
 thread (a pass's read took 4–35 ms of that thread, competing with the loop for the GIL and a
 core), and to set a ``logged`` flag per row (~260 rows and their partial index, holding the
-write lock every firing waits for for 1–19 ms; a third of the bench's slowest 2 % fell inside
-one of those windows against 3–6 % of all ticks).  Rows fired before step 4 have no stored line
-and are still read through ``json_extract``.
+write lock every firing waits for for 1–19 ms; in two of three runs 32–40 % of the bench's
+slowest 2 % fell inside one of those windows, which covered 3–6 % of all ticks).  Rows fired
+before step 4 have no stored line and are still read through ``json_extract``.
 """
 
 from __future__ import annotations
