@@ -1,10 +1,11 @@
 """The trades.log lines of fired alerts: :class:`AlertAuditLog`, their batched writer.
 
-The line itself (contract §5.8) is spelled by :mod:`alerts.trades_line` and stored with each
-fired alert's ``alert_events`` row by the firing transaction.  This module appends the lines
-the store has not recorded as written yet.  It runs off the firing path: the evaluator only
-marks that something fired, and a background task writes every firing of a short coalescing
-window in one pass (also run once at start-up for firings a crash left unlogged).
+The line itself (contract §5.8) is spelled by :mod:`alerts.trades_line`.  This module appends
+the lines of fired alerts not recorded as written yet.  It runs off the firing path: the
+evaluator only marks that something fired, and a background task writes every firing of a
+short coalescing window in one pass (also run once at start-up for firings a crash left
+unlogged).  A pass reads only the fields a line needs, extracted by SQLite on the database
+thread (``json_extract``), not records parsed on the loop.
 
 Progress is one high-water mark, the ``alert_events`` rowid up to which every fired row has its
 line (``alert_counters.audit_logged_rowid``, alerts schema step 4): a pass reads the rows above
@@ -14,12 +15,10 @@ so a crash in between writes them again on restart, never not at all.
 
 Why it is built so (``bench/alerts_push.py``, tick → SSE at 1,000 firings a second, AMD EPYC
 2 cores): the passes used to parse each row's record into an Alert on the loop (~20 µs a row,
-stalls of 5 ms and more), then to extract the fields with ``json_extract`` on the database
-thread (a pass's read took 4–35 ms of that thread, competing with the loop for the GIL and a
-core), and to set a ``logged`` flag per row (~260 rows and their partial index, holding the
-write lock every firing waits for for 1–19 ms; in two of three runs 32–40 % of the bench's
-slowest 2 % fell inside one of those windows, which covered 3–6 % of all ticks).  Rows fired
-before step 4 have no stored line and are still read through ``json_extract``.
+stalls of 5 ms and more), and to set a ``logged`` flag per row (~260 rows and their partial
+index, on the database thread, holding the write lock every firing waits for for 1–19 ms; in
+two of three runs 32–40 % of the bench's slowest 2 % fell inside one of those windows, which
+covered 3–6 % of all ticks).  The mark's update holds it 0.05–0.23 ms.
 """
 
 from __future__ import annotations
@@ -50,23 +49,11 @@ class AuditEntry(NamedTuple):
 
 
 _MARK = "audit_logged_rowid"
-_OLD = "CASE WHEN line IS NULL THEN {} END"
-"""Rows fired before alerts schema step 4 have no stored line: their fields, from the record."""
 _UNLOGGED = (
-    "SELECT alert_id, rowid, line, "
-    + ", ".join(
-        _OLD.format(expr)
-        for expr in (
-            "at",
-            "json_extract(record, '$.kind')",
-            "json_extract(record, '$.threshold')",
-            "json_extract(record, '$.indicator')",
-            "json_extract(record, '$.signal')",
-            "json_extract(record, '$.symbol')",
-            "json_extract(record, '$.interval')",
-        )
-    )
-    + " FROM alert_events"
+    "SELECT alert_id, rowid, at, json_extract(record, '$.kind'), json_extract(record, '$.threshold'),"
+    " json_extract(record, '$.indicator'), json_extract(record, '$.signal'),"
+    " json_extract(record, '$.symbol'), json_extract(record, '$.interval')"
+    " FROM alert_events"
     f" WHERE rowid > (SELECT value FROM alert_counters WHERE name = '{_MARK}')"
     " AND outcome = 'fired' AND logged = 0 ORDER BY rowid LIMIT ?"
 )
@@ -110,10 +97,7 @@ class AlertAuditLog:
     async def unlogged(self, limit: int = 10_000) -> list[AuditEntry]:
         """Fired alerts whose trades.log line is not written yet, in the order they were committed."""
         rows = await self.store.db.fetchall(_UNLOGGED, (limit,))
-        return [
-            AuditEntry(r[0], int(r[1]), r[2] if r[2] is not None else trades_line(r[0], float(r[3]), *r[4:]))
-            for r in rows
-        ]
+        return [AuditEntry(r[0], int(r[1]), trades_line(r[0], float(r[2]), *r[3:])) for r in rows]
 
     async def mark_logged(self, rowid: int) -> None:
         """Every fired row up to ``rowid`` has its line (the mark never moves back)."""

@@ -13,8 +13,7 @@ marking a pass's lines is then a one-row update, and a firing no longer updates 
 index ``alert_events_unlogged`` (dropped).  The mark starts just below the oldest row the flag
 still called unlogged; rows above it that the flag called logged stay skipped (the pass still
 reads ``logged = 0``, which every new row has).  ``alert_events`` rows are never deleted, so
-their rowids only grow and are never reused.  ``alert_events.line``: the fired alert's trades.log
-line, written by the firing transaction (the audit pass then reads no record).
+their rowids only grow and are never reused.
 """
 
 from __future__ import annotations
@@ -120,8 +119,7 @@ MIGRATIONS = Migrations(
                 (SELECT MIN(rowid) - 1 FROM alert_events WHERE logged = 0 AND outcome = 'fired'),
                 (SELECT MAX(rowid) FROM alert_events),
                 0));
-            DROP INDEX alert_events_unlogged;
-            ALTER TABLE alert_events ADD COLUMN line TEXT
+            DROP INDEX alert_events_unlogged
             """,
         ),
     ),

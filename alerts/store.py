@@ -28,7 +28,6 @@ from alerts.models import Alert, Firing, Subscription, notification_payload, pus
 from alerts.outbox_store import ChannelRouting, OutboxRow, enqueue_in
 from alerts.schema import MIGRATIONS
 from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscription_of
-from alerts.trades_line import trades_line
 from config.database import Database
 from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
 
@@ -75,10 +74,6 @@ def _dumps(obj: Any) -> str:
 
 def _alert(record: str) -> Alert:
     return Alert.model_validate_json(record)
-
-
-def _trades_line(a: Alert, f: Firing) -> str:
-    return trades_line(a.id, f.triggered_at, a.kind, a.threshold, a.indicator, a.signal, a.symbol, a.interval)
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
@@ -270,8 +265,8 @@ class AlertStore(SubscriptionQueries):
             marks = ",".join("?" * len(chunk))
             conn.execute(f"DELETE FROM alerts WHERE id IN ({marks})", list(chunk))
         conn.executemany(
-            "INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record, line)"
-            " VALUES (?, ?, 'fired', ?, ?, ?, ?, ?)",
+            "INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record)"
+            " VALUES (?, ?, 'fired', ?, ?, ?, ?)",
             [
                 (
                     x.alert.id,
@@ -280,7 +275,6 @@ class AlertStore(SubscriptionQueries):
                     x.firing.value,
                     x.firing.bar_time,
                     records[x.alert.id],
-                    _trades_line(x.alert, x.firing),
                 )
                 for x in out
             ],

@@ -1,8 +1,7 @@
 """chartgen's trades.log line for a fired alert (contract §5.8): ``ALERT_TRIGGERED`` and its condition.
 
-Its own module because two places spell it: the firing transaction stores each fired alert's
-line with its ``alert_events`` row (alerts.store), and the audit log writes the lines of rows
-fired before that column existed from their records (alerts.audit_log).
+The format only (chartgen's spelling of floats and conditions), apart from the writer that
+reads fired alerts and appends their lines (alerts.audit_log).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from config import ConfigFileError, Settings, load_settings
-from config.database import PRIVATE_UMASK, DatabaseError
+from config.database import DatabaseError
+from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
 SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading")

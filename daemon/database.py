@@ -23,7 +23,8 @@ from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
 from config import Settings
-from config.database import PRIVATE_FILE_MODE, Database, Migrations, tighten_private
+from config.database import Database, Migrations
+from config.private_files import PRIVATE_FILE_MODE, tighten_private
 from dashboard.sessions import MIGRATIONS as DASHBOARD_MIGRATIONS
 from mcp_bridge.journal_store import MIGRATIONS as JOURNAL_MIGRATIONS
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS

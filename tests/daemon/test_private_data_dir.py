@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-import config.database
+import config.private_files
 from config import load_settings
 from daemon.database import open_database
 
 
 class _Recorder:
-    """Stands in for config.database's logger (structlog's capture cannot see a logger an earlier
+    """Stands in for config.private_files's logger (structlog's capture cannot see a logger an earlier
     test's configure_logging cached)."""
 
     def __init__(self) -> None:
@@ -37,7 +37,7 @@ async def test_an_existing_open_trades_log_and_token_marker_are_tightened(
         path.write_text("x\n")
         path.chmod(0o644)
     recorder = _Recorder()
-    monkeypatch.setattr(config.database, "log", recorder)
+    monkeypatch.setattr(config.private_files, "log", recorder)
     async with open_database(load_settings({"data_dir": data})):
         pass
     logs = recorder.events
