@@ -31,7 +31,8 @@ from alerts.feed import NotificationFeed
 from alerts.models import Alert, Firing, notification_payload
 from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
-from alerts.store import AlertStore, Fired
+from alerts.repository import AlertRepository
+from alerts.store import Fired
 from engine.events import BarClosed, IndicatorsUpdated, Lagged, Tick
 from engine.indicators.registry import IndicatorRequest, parse_requests
 from engine.market_data.intervals import interval_seconds
@@ -64,7 +65,7 @@ class AlertEvaluator:
 
     def __init__(
         self,
-        store: AlertStore,
+        store: AlertRepository,
         market: AlertMarket,
         hub: PushHub,
         audit: AuditWriter | None = None,

@@ -19,8 +19,8 @@ from alerts.actions import ActionExecutor
 from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Subscription
 from alerts.push import PushHub
+from alerts.repository import AlertRepository
 from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
-from alerts.store import AlertStore
 from engine.market_data.errors import MarketDataError
 
 log = structlog.get_logger(__name__)
@@ -34,7 +34,7 @@ class AlertService:
 
     def __init__(
         self,
-        store: AlertStore,
+        store: AlertRepository,
         evaluator: AlertEvaluator,
         hub: PushHub,
         *,

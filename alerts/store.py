@@ -367,6 +367,10 @@ class AlertStore(SubscriptionQueries):
                 )
         return [orjson.loads(r["payload"]) for r in rows]
 
+    async def poll_queue_size(self, principal: str) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) AS n FROM notifications WHERE principal = ?", (principal,))
+        return int(row["n"]) if row is not None else 0
+
 
 def now_s() -> float:
     return time.time()

@@ -48,7 +48,6 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +55,7 @@ import aiosqlite
 import structlog
 
 from config.loop_writer import Busy, LoopWriter
+from config.migrations import DatabaseError, Migrations, refuse_newer, statements
 from config.private_files import PRIVATE_FILE_MODE, secure_data_dir, secure_private_file, tighten_private
 from config.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 from config.wal_sync import WalSync
@@ -65,24 +65,7 @@ log = structlog.get_logger(__name__)
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
-@dataclass(frozen=True, slots=True)
-class Migrations:
-    """One package's schema history: ``steps`` are (version, SQL script), versions ascending from 1."""
-
-    package: str
-    steps: tuple[tuple[int, str], ...]
-
-    def __post_init__(self) -> None:
-        versions = [v for v, _ in self.steps]
-        if versions != list(range(1, len(versions) + 1)):
-            raise ValueError(f"{self.package}: migration versions must be 1, 2, 3, ... in order; got {versions}")
-
-
 T = TypeVar("T")
-
-
-class DatabaseError(RuntimeError):
-    """The database could not be opened or migrated (the message says which file and why)."""
 
 
 class Database:
@@ -164,18 +147,7 @@ class Database:
         for mig in packages:
             rows = await self.fetchall("SELECT version FROM schema_migrations WHERE package = ?", (mig.package,))
             applied[mig.package] = {int(r["version"]) for r in rows}
-        newer = [
-            (mig.package, max(applied[mig.package]), len(mig.steps))
-            for mig in packages
-            if applied[mig.package] and max(applied[mig.package]) > len(mig.steps)
-        ]
-        if newer:
-            where = self.path or ":memory:"
-            schemas = "; ".join(f"{p} at version {at}, this chartgen knows up to {known}" for p, at, known in newer)
-            raise DatabaseError(
-                f"database {where} was written by a newer chartgen ({schemas}): run that version, or"
-                " restore the data directory from a backup taken before the upgrade — nothing was changed"
-            )
+        refuse_newer(str(self.path or ":memory:"), packages, applied)
         versions: dict[str, int] = {}
         for mig in packages:
             done = applied[mig.package]
@@ -184,7 +156,7 @@ class Database:
                     continue
                 try:
                     async with self.transaction() as tx:
-                        for statement in _statements(script):
+                        for statement in statements(script):
                             await tx.execute(statement)
                         await tx.execute(
                             "INSERT INTO schema_migrations (package, version) VALUES (?, ?)", (mig.package, version)
@@ -347,8 +319,3 @@ def _prepare_private_files(db_path: Path) -> None:
     secure_private_file(db_path)  # an empty file is an empty database to SQLite
     for suffix in SQLITE_SIDE_FILES:
         tighten_private(db_path.with_name(db_path.name + suffix), PRIVATE_FILE_MODE, "database file")
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration script on ``;`` at line ends (our scripts hold no semicolons in literals)."""
-    return [s.strip() for s in script.split(";\n") if s.strip() and s.strip() != ";"]

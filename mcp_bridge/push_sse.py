@@ -24,7 +24,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 
 from alerts.push import PushHub
-from alerts.store import AlertStore
+from alerts.repository import AlertRepository
 
 log = structlog.get_logger(__name__)
 
@@ -59,7 +59,7 @@ async def serve_push_stream(
     *,
     principal: str,
     hub: PushHub | None,
-    store: AlertStore | None,
+    store: AlertRepository | None,
     session_id: str | None,
     keepalive_s: float = 30.0,
     max_streams: int | None = None,

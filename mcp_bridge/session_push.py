@@ -17,7 +17,7 @@ import orjson
 import structlog
 
 from alerts.push import PushHub
-from alerts.store import AlertStore
+from alerts.repository import AlertRepository
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +31,7 @@ def _outbound(ctx: Any) -> Any:
 class SessionPush:
     """Forwarders of push frames onto SDK sessions, one per attached session."""
 
-    def __init__(self, hub: PushHub, store: AlertStore) -> None:
+    def __init__(self, hub: PushHub, store: AlertRepository) -> None:
         self.hub = hub
         self.store = store
         self._tasks: dict[int, asyncio.Task[None]] = {}

@@ -40,8 +40,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[None]:
-    """No CHARTGEN_* or Binance variables leak into a test; HOME points at a temp dir."""
+    """No CHARTGEN_* or Binance variables leak into a test; HOME points at a temp dir.
+
+    ``CHARTGEN_CI`` stays: it is the test run's own switch (tests.support.external fails instead
+    of skipping under CI), not the daemon's configuration."""
     for key in list(os.environ):
+        if key == "CHARTGEN_CI":
+            continue
         if key.startswith(("CHARTGEN_", "BINANCE_")) or key == "STATE_DIRECTORY":
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -119,3 +124,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             reporter.write_line(f"  SECRET IN LOG {f.path}:{f.line_no}: {f.excerpt}", red=True)
     if findings:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """One PostgreSQL cluster for the session (tests.support.postgres); each test makes its own database."""
+    from tests.support.postgres import postgres_server
+
+    with postgres_server() as server:
+        yield server

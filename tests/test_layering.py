@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"config", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard"}
+OURS = {"config", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"}
 ALLOWED = {
     "config": set(),
     "engine": {"config"},
@@ -16,7 +16,8 @@ ALLOWED = {
     "brokers": {"config", "engine"},
     "mcp_bridge": {"config", "engine", "alerts", "brokers"},
     "dashboard": {"config", "engine", "alerts", "brokers", "mcp_bridge"},
-    "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge", "dashboard"},
+    "cluster": {"config"},
+    "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"},
 }
 
 

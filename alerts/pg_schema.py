@@ -1,0 +1,85 @@
+"""The alerts package's PostgreSQL schema (its :class:`~config.migrations.Migrations` for
+``config/postgres.py``); the SQLite one is alerts/schema.py.
+
+Step 1 is the shape SQLite reached by its step 4, with two differences that several processes
+writing at once require:
+
+- ``principal_counters`` holds, per principal, the last push sequence number and the sizes of
+  its two queues.  A firing transaction updates its principals' rows (in principal order), so
+  sequence numbers are handed out in commit order per principal — a PostgreSQL sequence would
+  not be: a transaction that took number 5 may commit after one that took 6, and a client
+  resuming after 6 would never see 5.  The sizes are upper bounds shared by every process (the
+  SQLite store keeps them in process memory, which only works with one writer).
+- ``push_queue`` is keyed by (principal, seq): SSE ``Last-Event-ID`` is per principal stream.
+
+``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.
+"""
+
+from __future__ import annotations
+
+from config.migrations import Migrations
+
+PG_MIGRATIONS = Migrations(
+    "alerts",
+    (
+        (
+            1,
+            """
+            CREATE TABLE alerts (
+                id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                symbol TEXT NOT NULL,
+                interval TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                record TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION
+            );
+            CREATE INDEX alerts_principal ON alerts (principal, created_at);
+            CREATE INDEX alerts_expiry ON alerts (expires_at) WHERE expires_at IS NOT NULL;
+            CREATE TABLE alert_events (
+                alert_id TEXT PRIMARY KEY,
+                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                principal TEXT NOT NULL,
+                outcome TEXT NOT NULL CHECK (outcome IN ('fired', 'cancelled', 'expired')),
+                at DOUBLE PRECISION NOT NULL,
+                value DOUBLE PRECISION,
+                bar_time BIGINT,
+                record TEXT NOT NULL
+            );
+            CREATE TABLE notifications (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                alert_id TEXT NOT NULL UNIQUE,
+                principal TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL
+            );
+            CREATE INDEX notifications_principal ON notifications (principal, id);
+            CREATE TABLE push_subscriptions (
+                principal TEXT PRIMARY KEY,
+                symbols TEXT,
+                alert_types TEXT,
+                channels TEXT,
+                updated_at DOUBLE PRECISION NOT NULL
+            );
+            CREATE TABLE push_queue (
+                principal TEXT NOT NULL,
+                seq BIGINT NOT NULL,
+                alert_id TEXT NOT NULL,
+                frame TEXT NOT NULL,
+                enqueued_at DOUBLE PRECISION NOT NULL,
+                delivered BOOLEAN NOT NULL DEFAULT FALSE,
+                PRIMARY KEY (principal, seq),
+                UNIQUE (principal, alert_id)
+            );
+            CREATE INDEX push_queue_enqueued ON push_queue (enqueued_at);
+            CREATE TABLE principal_counters (
+                principal TEXT PRIMARY KEY,
+                push_seq BIGINT NOT NULL DEFAULT 0,
+                push_queued BIGINT NOT NULL DEFAULT 0,
+                poll_queued BIGINT NOT NULL DEFAULT 0
+            )
+            """,
+        ),
+    ),
+)

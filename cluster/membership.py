@@ -1,0 +1,135 @@
+"""Cluster membership by heartbeats in PostgreSQL, and markets assigned to live workers by
+rendezvous (highest-random-weight) hashing.
+
+Every process of the cluster has a member id naming its incarnation (:func:`new_member_id`:
+host, pid and a random part) and heartbeats its row of ``cluster_members`` every few seconds;
+a member whose last heartbeat is older than the liveness window (on the server's clock) is
+dead to the others, and its markets move.
+
+Rendezvous hashing (:func:`owner_of`): a market belongs to the live worker with the highest
+``blake2b(member id, market)``.  Every process computes the same assignment from the same member
+list with no coordination, and when a worker joins or leaves only the markets that it gains or
+held move — each other market keeps its worker (tests/cluster/test_membership.py checks both
+with hypothesis).  blake2b rather than ``hash()``: Python salts ``hash`` per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from config.migrations import Migrations
+from config.postgres import PostgresDatabase, rowcount
+
+MEMBER_MIGRATIONS = Migrations(
+    "cluster_members",
+    (
+        (
+            1,
+            """
+            CREATE TABLE cluster_members (
+                id TEXT PRIMARY KEY,
+                role TEXT NOT NULL CHECK (role IN ('worker', 'front')),
+                address TEXT NOT NULL DEFAULT '',
+                started_at TIMESTAMPTZ NOT NULL,
+                last_seen TIMESTAMPTZ NOT NULL
+            );
+            CREATE INDEX cluster_members_seen ON cluster_members (role, last_seen)
+            """,
+        ),
+    ),
+)
+
+ROLES = ("worker", "front")
+
+
+def new_member_id(role: str) -> str:
+    """``role@host/pid/random``: unique to this process incarnation."""
+    return f"{role}@{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+def _weight(member: str, market: str) -> int:
+    digest = hashlib.blake2b(f"{member}\x00{market}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def owner_of(market: str, members: Sequence[str]) -> str:
+    """The member a market belongs to (ValueError when there is none)."""
+    if not members:
+        raise ValueError(f"no live worker to own {market}")
+    return max(members, key=lambda m: (_weight(m, market), m))
+
+
+def assign(markets: Iterable[str], members: Sequence[str]) -> dict[str, list[str]]:
+    """member → its markets (every member listed, possibly with none), markets in input order."""
+    out: dict[str, list[str]] = {m: [] for m in members}
+    for market in markets:
+        out[owner_of(market, members)].append(market)
+    return out
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    role: str
+    address: str
+    seen_s_ago: float
+    """Seconds since its last heartbeat, on the server's clock."""
+
+
+class Membership:
+    """Heartbeats and the live members of one database."""
+
+    def __init__(self, db: PostgresDatabase, liveness_s: float = 6.0) -> None:
+        if liveness_s <= 0:
+            raise ValueError(f"liveness_s must be positive, got {liveness_s}")
+        self.db = db
+        self.liveness_s = liveness_s
+
+    async def heartbeat(self, member_id: str, role: str, address: str = "") -> None:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        await self.db.execute(
+            "INSERT INTO cluster_members (id, role, address, started_at, last_seen)"
+            " VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp())"
+            " ON CONFLICT (id) DO UPDATE SET last_seen = clock_timestamp(), address = excluded.address",
+            member_id,
+            role,
+            address,
+        )
+
+    async def leave(self, member_id: str) -> None:
+        """A clean shutdown: gone for the others at once, not after the liveness window."""
+        await self.db.execute("DELETE FROM cluster_members WHERE id = $1", member_id)
+
+    async def members(self, role: str | None = None) -> list[Member]:
+        """Every member row (live or not), oldest heartbeat last."""
+        rows = await self.db.fetch(
+            "SELECT id, role, address, EXTRACT(EPOCH FROM clock_timestamp() - last_seen) AS ago"
+            " FROM cluster_members WHERE $1::text IS NULL OR role = $1 ORDER BY id",
+            role,
+        )
+        return [Member(r["id"], r["role"], r["address"], float(r["ago"])) for r in rows]
+
+    async def live(self, role: str) -> list[str]:
+        """Ids of the members of ``role`` heard from within the liveness window, sorted."""
+        rows = await self.db.fetch(
+            "SELECT id FROM cluster_members WHERE role = $1"
+            " AND last_seen > clock_timestamp() - make_interval(secs => $2) ORDER BY id",
+            role,
+            self.liveness_s,
+        )
+        return [r["id"] for r in rows]
+
+    async def forget_dead(self, older_than_s: float) -> int:
+        """Remove rows silent for ``older_than_s`` (housekeeping; liveness does not depend on it)."""
+        return rowcount(
+            await self.db.execute(
+                "DELETE FROM cluster_members WHERE last_seen < clock_timestamp() - make_interval(secs => $1)",
+                older_than_s,
+            )
+        )

@@ -1,0 +1,149 @@
+"""The PostgreSQL storage (asyncpg): a connection pool, transactions and the versioned migrations.
+
+The cluster's state lives here (design.md §11); the single-process daemon keeps SQLite
+(``config/database.py``).  The migrations story is the same as SQLite's (config/migrations.py):
+each package ships its PostgreSQL steps, they are applied at start each once, and a database
+newer than the code is refused before anything changes.  Unlike SQLite's, all pending steps run
+in one transaction (PostgreSQL's DDL is transactional): a failing step leaves the database as it
+was, the steps before it included.  Several processes may
+start against one database at the same moment: :meth:`PostgresDatabase.migrate` takes a
+transaction-scoped advisory lock first, so exactly one applies a step and the others see it
+applied.
+
+Durability: PostgreSQL's defaults (``fsync=on``, ``synchronous_commit=on``) make every commit
+durable before it returns, so there is no per-transaction choice as in SQLite; the pool's
+connections keep those defaults (a server configured otherwise is the operator's decision).
+
+Errors name the setting and what to do; the DSN is never printed with its password
+(:func:`redacted`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import structlog
+
+from config.migrations import DatabaseError, Migrations, refuse_newer, statements
+
+log = structlog.get_logger(__name__)
+
+MIGRATION_LOCK = 0x63_68_61_72_74_67_65_6E  # "chartgen": the advisory lock every migrating process takes
+"""The key of ``pg_advisory_xact_lock`` held while migrations are checked and applied."""
+
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+"""serialization_failure and deadlock_detected: the transaction did nothing and may run again."""
+
+
+def redacted(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return "<unparseable postgres_dsn>"
+    if parts.password is None:
+        return dsn
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+class PostgresDatabase:
+    """A pool of asyncpg connections to one database, with transactions and migrations."""
+
+    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+        self.pool = pool
+        self.where = redacted(dsn)
+
+    @classmethod
+    async def open(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> PostgresDatabase:
+        """Connect a pool; :class:`DatabaseError` naming ``postgres_dsn`` when the server cannot be reached."""
+        try:
+            pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, command_timeout=60)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+            raise DatabaseError(
+                f"cannot connect to PostgreSQL at postgres_dsn={redacted(dsn)}: {exc} — check that the server"
+                " runs, the address and credentials in postgres_dsn, and that the database exists"
+            ) from exc
+        return cls(pool, dsn)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def migrate(self, packages: Iterable[Migrations]) -> dict[str, int]:
+        """Apply every step not yet applied, all under one advisory lock; returns package → version.
+
+        Refuses (:class:`DatabaseError`, before applying anything) a database in which any
+        package is newer than this code knows."""
+        packages = list(packages)
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " package TEXT NOT NULL, version INTEGER NOT NULL,"
+                    " applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (package, version))"
+                )
+                rows = await conn.fetch("SELECT package, version FROM schema_migrations")
+                applied: dict[str, set[int]] = {}
+                for row in rows:
+                    applied.setdefault(row["package"], set()).add(int(row["version"]))
+                refuse_newer(self.where, packages, applied)
+                versions: dict[str, int] = {}
+                for mig in packages:
+                    done = applied.get(mig.package, set())
+                    for version, script in mig.steps:
+                        if version in done:
+                            continue
+                        try:
+                            async with conn.transaction():  # a savepoint: the error names the step
+                                for statement in statements(script):
+                                    await conn.execute(statement)
+                                await conn.execute(
+                                    "INSERT INTO schema_migrations (package, version) VALUES ($1, $2)",
+                                    mig.package,
+                                    version,
+                                )
+                        except asyncpg.PostgresError as exc:
+                            raise DatabaseError(f"migration {mig.package} v{version} failed: {exc}") from exc
+                        log.info("postgres_migrated", package=mig.package, version=version)
+                    versions[mig.package] = max([0, *done, *(v for v, _ in mig.steps)])
+        return versions
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection inside ``BEGIN`` … ``COMMIT`` (``ROLLBACK`` on any exception)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        return list(await self.pool.fetch(sql, *args))
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        row: asyncpg.Record | None = await self.pool.fetchrow(sql, *args)
+        return row
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self.pool.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        """One statement in its own transaction; returns the command tag (``DELETE 3``)."""
+        return str(await self.pool.execute(sql, *args))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        async with self.transaction() as conn:
+            await conn.executemany(sql, rows)
+
+
+def rowcount(tag: str) -> int:
+    """The row count of a command tag such as ``DELETE 3`` or ``INSERT 0 1``."""
+    try:
+        return int(tag.rsplit(" ", 1)[-1])
+    except ValueError:
+        return 0

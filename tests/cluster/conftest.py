@@ -1,0 +1,32 @@
+"""A migrated PostgreSQL database for the cluster tests (the session's server: tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from cluster.lease import LEASE_MIGRATIONS
+from cluster.membership import MEMBER_MIGRATIONS
+from config.postgres import PostgresDatabase
+
+
+@pytest.fixture
+async def cluster_dsn(postgres: Any) -> AsyncIterator[str]:
+    dsn = await postgres.new_database()
+    db = await PostgresDatabase.open(dsn, min_size=1, max_size=1)
+    try:
+        await db.migrate([LEASE_MIGRATIONS, MEMBER_MIGRATIONS])
+    finally:
+        await db.close()
+    yield dsn
+
+
+@pytest.fixture
+async def cluster_db(cluster_dsn: str) -> AsyncIterator[PostgresDatabase]:
+    db = await PostgresDatabase.open(cluster_dsn)
+    try:
+        yield db
+    finally:
+        await db.close()
