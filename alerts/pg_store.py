@@ -36,8 +36,8 @@ from alerts.action_store import CommitAction, PlannedAction
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
 from alerts.outbox_store import ChannelRouting
 from alerts.pg_schema import PG_MIGRATIONS
-from alerts.store import Fired, QueueLimits
-from alerts.subscription_store import QueuedFrame, subscription_of
+from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
+from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
 from config.postgres import RETRYABLE_SQLSTATES, PostgresDatabase, rowcount
 
 __all__ = ["PG_MIGRATIONS", "PgAlertStore"]
@@ -49,7 +49,6 @@ _INSERT_ALERT = (
     "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 )
-_ALERT_COLUMNS = ("id", "principal", "symbol", "interval", "kind", "record", "created_at", "expires_at")
 
 _TAKE = """
 WITH taken AS (
@@ -99,27 +98,6 @@ audit rows, queue the poll notifications and the push frames with their sequence
 principal's n frames gets ``push_seq - n + i``); returns the counters and each frame's number."""
 
 
-def _dumps(obj: Any) -> str:
-    return orjson.dumps(obj).decode()
-
-
-def _alert(record: str) -> Alert:
-    return Alert.model_validate_json(record)
-
-
-def _alert_row(alert: Alert) -> tuple[Any, ...]:
-    return (
-        alert.id,
-        alert.principal,
-        alert.symbol,
-        alert.interval,
-        alert.kind,
-        alert.model_dump_json(),
-        alert.created_at,
-        alert.expires_at,
-    )
-
-
 class PgAlertStore:
     """Persistence of alerts, notifications and push queues in PostgreSQL (several writers)."""
 
@@ -149,7 +127,7 @@ class PgAlertStore:
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
-        await self.db.execute(_INSERT_ALERT, *_alert_row(alert))
+        await self.db.execute(_INSERT_ALERT, *alert_row(alert))
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts.
@@ -162,7 +140,7 @@ class PgAlertStore:
             n = await conn.fetchval("SELECT COUNT(*) FROM alerts WHERE principal = $1", alert.principal)
             if n >= max_per_principal:
                 return False
-            await conn.execute(_INSERT_ALERT, *_alert_row(alert))
+            await conn.execute(_INSERT_ALERT, *alert_row(alert))
             return True
 
         return await self._retrying(insert)
@@ -170,7 +148,7 @@ class PgAlertStore:
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one COPY in one transaction."""
         async with self.db.transaction() as conn:
-            await conn.copy_records_to_table("alerts", records=[_alert_row(a) for a in alerts], columns=_ALERT_COLUMNS)
+            await conn.copy_records_to_table("alerts", records=[alert_row(a) for a in alerts], columns=ALERT_COLUMNS)
 
     async def active_batches(self, size: int = 10_000) -> AsyncIterator[list[Alert]]:
         after = ""
@@ -178,15 +156,15 @@ class PgAlertStore:
             rows = await self.db.fetch("SELECT id, record FROM alerts WHERE id > $1 ORDER BY id LIMIT $2", after, size)
             if not rows:
                 return
-            yield [_alert(r["record"]) for r in rows]
+            yield [alert_of(r["record"]) for r in rows]
             after = rows[-1]["id"]
 
     async def active(self) -> list[Alert]:
-        return [_alert(r["record"]) for r in await self.db.fetch("SELECT record FROM alerts ORDER BY created_at")]
+        return [alert_of(r["record"]) for r in await self.db.fetch("SELECT record FROM alerts ORDER BY created_at")]
 
     async def of_principal(self, principal: str) -> list[Alert]:
         rows = await self.db.fetch("SELECT record FROM alerts WHERE principal = $1 ORDER BY created_at", principal)
-        return [_alert(r["record"]) for r in rows]
+        return [alert_of(r["record"]) for r in rows]
 
     async def count_of(self, principal: str) -> int:
         return int(await self.db.fetchval("SELECT COUNT(*) FROM alerts WHERE principal = $1", principal))
@@ -203,7 +181,7 @@ class PgAlertStore:
                 )
             if record is None:
                 return None
-            alert = _alert(record)
+            alert = alert_of(record)
             await conn.execute(
                 "INSERT INTO alert_events (alert_id, principal, outcome, at, record) VALUES ($1, $2, $3, $4, $5)"
                 " ON CONFLICT (alert_id) DO NOTHING",
@@ -262,7 +240,7 @@ class PgAlertStore:
         records = {r["id"]: r["record"] for r in rows}
         subs = {r["principal"]: subscription_of(r) for r in rows if r["subscribed"]}
         live = [aid for aid in by_id if aid in records]
-        alerts = {aid: _alert(records[aid]) for aid in live}
+        alerts = {aid: alert_of(records[aid]) for aid in live}
         principals = sorted({a.principal for a in alerts.values()})
         pushed = [aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])]
         pushes = dict.fromkeys(principals, 0)
@@ -272,7 +250,7 @@ class PgAlertStore:
         for aid in live:
             polls[alerts[aid].principal] += 1
         now = max(f.triggered_at for f in firings)
-        frames = {aid: _dumps(push_frame(alerts[aid], by_id[aid], None)) for aid in pushed}
+        frames = {aid: dumps(push_frame(alerts[aid], by_id[aid], None)) for aid in pushed}
         result = await conn.fetch(
             _RECORD,
             principals,
@@ -284,7 +262,7 @@ class PgAlertStore:
             [by_id[aid].value for aid in live],
             [by_id[aid].bar_time for aid in live],
             [records[aid] for aid in live],
-            [_dumps(notification_payload(alerts[aid], by_id[aid], None)) for aid in live],
+            [dumps(notification_payload(alerts[aid], by_id[aid], None)) for aid in live],
             now,
             pushed,
             [frames[aid] for aid in pushed],
@@ -341,11 +319,7 @@ class PgAlertStore:
             " VALUES ($1, $2, $3, $4, $5)"
             " ON CONFLICT (principal) DO UPDATE SET symbols = excluded.symbols,"
             " alert_types = excluded.alert_types, channels = excluded.channels, updated_at = excluded.updated_at",
-            sub.principal,
-            None if sub.symbols is None else _dumps(list(sub.symbols)),
-            None if sub.alert_types is None else _dumps(list(sub.alert_types)),
-            None if sub.channels is None else _dumps(list(sub.channels)),
-            now,
+            *subscription_row(sub, now),
         )
 
     async def unsubscribe(self, principal: str) -> bool:

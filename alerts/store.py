@@ -31,7 +31,17 @@ from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscrip
 from config.database import Database
 from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
 
-__all__ = ["MIGRATIONS", "AlertStore", "Fired", "QueueLimits", "QueuedFrame"]
+__all__ = [
+    "ALERT_COLUMNS",
+    "MIGRATIONS",
+    "AlertStore",
+    "Fired",
+    "QueueLimits",
+    "QueuedFrame",
+    "alert_of",
+    "alert_row",
+    "dumps",
+]
 
 _CHUNK = 500
 
@@ -68,11 +78,12 @@ class QueueLimits:
         return cap + cap // 16
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
+    """JSON text of ``obj`` (the stored records, payloads and frames of both alert stores)."""
     return orjson.dumps(obj).decode()
 
 
-def _alert(record: str) -> Alert:
+def alert_of(record: str) -> Alert:
     return Alert.model_validate_json(record)
 
 
@@ -81,13 +92,15 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]
         yield items[i : i + size]
 
 
+ALERT_COLUMNS = ("id", "principal", "symbol", "interval", "kind", "record", "created_at", "expires_at")
 _INSERT_ALERT = (
     "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def _alert_row(alert: Alert) -> tuple[Any, ...]:
+def alert_row(alert: Alert) -> tuple[Any, ...]:
+    """An ``alerts`` row in :data:`ALERT_COLUMNS` order (both alert stores)."""
     return (
         alert.id,
         alert.principal,
@@ -117,7 +130,7 @@ class AlertStore(SubscriptionQueries):
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
         async with self.db.transaction() as tx:
-            await tx.execute(_INSERT_ALERT, _alert_row(alert))
+            await tx.execute(_INSERT_ALERT, alert_row(alert))
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts; one transaction, one hop.
@@ -125,7 +138,7 @@ class AlertStore(SubscriptionQueries):
         Counting and inserting in the same transaction means concurrent calls can never
         take an owner past the cap.  Returns False (nothing written) when at the cap.
         """
-        row = _alert_row(alert)
+        row = alert_row(alert)
 
         def insert(conn: sqlite3.Connection) -> bool:
             (n,) = conn.execute("SELECT COUNT(*) FROM alerts WHERE principal = ?", (alert.principal,)).fetchone()
@@ -139,7 +152,7 @@ class AlertStore(SubscriptionQueries):
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one transaction."""
         async with self.db.transaction() as tx:
-            await tx.executemany(_INSERT_ALERT, [_alert_row(a) for a in alerts])
+            await tx.executemany(_INSERT_ALERT, [alert_row(a) for a in alerts])
 
     async def active_batches(self, size: int = 10_000) -> AsyncIterator[list[Alert]]:
         """Every active alert, ``size`` at a time (start-up indexing without holding all records at once)."""
@@ -150,16 +163,16 @@ class AlertStore(SubscriptionQueries):
             )
             if not rows:
                 return
-            yield [_alert(r["record"]) for r in rows]
+            yield [alert_of(r["record"]) for r in rows]
             after = rows[-1]["id"]
 
     async def active(self) -> list[Alert]:
         rows = await self.db.fetchall("SELECT record FROM alerts ORDER BY created_at")
-        return [_alert(r["record"]) for r in rows]
+        return [alert_of(r["record"]) for r in rows]
 
     async def of_principal(self, principal: str) -> list[Alert]:
         rows = await self.db.fetchall("SELECT record FROM alerts WHERE principal = ? ORDER BY created_at", (principal,))
-        return [_alert(r["record"]) for r in rows]
+        return [alert_of(r["record"]) for r in rows]
 
     async def count_of(self, principal: str) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) AS n FROM alerts WHERE principal = ?", (principal,))
@@ -174,7 +187,7 @@ class AlertStore(SubscriptionQueries):
                 row = await cur.fetchone()
             if row is None:
                 return None
-            alert = _alert(row["record"])
+            alert = alert_of(row["record"])
             await tx.execute("DELETE FROM alerts WHERE id = ?", (alert_id,))
             await tx.execute(
                 "INSERT OR IGNORE INTO alert_events (alert_id, principal, outcome, at, record) VALUES (?, ?, ?, ?, ?)",
@@ -238,7 +251,7 @@ class AlertStore(SubscriptionQueries):
         live = [aid for aid in order if aid in records]
         if not live:
             return []
-        alerts = {aid: _alert(records[aid]) for aid in live}
+        alerts = {aid: alert_of(records[aid]) for aid in live}
         principals = sorted({a.principal for a in alerts.values()})
         subs: dict[str, Subscription] = {}
         for chunk in _chunks(principals):
@@ -259,7 +272,7 @@ class AlertStore(SubscriptionQueries):
         out: list[Fired] = []
         for aid in live:
             a, f, act = alerts[aid], by_id[aid], actions.get(aid)
-            data = _dumps(push_frame(a, f, act)) if aid in seqs else None
+            data = dumps(push_frame(a, f, act)) if aid in seqs else None
             out.append(Fired(a, f, seqs.get(aid), data, act))
         for chunk in _chunks(live):
             marks = ",".join("?" * len(chunk))
@@ -282,7 +295,7 @@ class AlertStore(SubscriptionQueries):
         conn.executemany(
             "INSERT OR IGNORE INTO notifications (alert_id, principal, payload, created_at) VALUES (?, ?, ?, ?)",
             [
-                (x.alert.id, x.alert.principal, _dumps(notification_payload(x.alert, x.firing, x.action)), now)
+                (x.alert.id, x.alert.principal, dumps(notification_payload(x.alert, x.firing, x.action)), now)
                 for x in out
             ],
         )
@@ -315,7 +328,7 @@ class AlertStore(SubscriptionQueries):
             channels = self.routing.for_alert(own)
             if not channels:
                 continue
-            data = x.push_data or _dumps(push_frame(x.alert, x.firing, x.action))
+            data = x.push_data or dumps(push_frame(x.alert, x.firing, x.action))
             rows.extend(OutboxRow(c, aid, x.alert.principal, data, now) for c in channels)
         enqueue_in(conn, rows)
 

@@ -42,13 +42,7 @@ class SubscriptionQueries:
                 " VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (principal) DO UPDATE SET symbols = excluded.symbols,"
                 " alert_types = excluded.alert_types, channels = excluded.channels, updated_at = excluded.updated_at",
-                (
-                    sub.principal,
-                    None if sub.symbols is None else _dumps(list(sub.symbols)),
-                    None if sub.alert_types is None else _dumps(list(sub.alert_types)),
-                    None if sub.channels is None else _dumps(list(sub.channels)),
-                    now,
-                ),
+                subscription_row(sub, now),
             )
 
     async def unsubscribe(self, principal: str) -> bool:
@@ -98,6 +92,17 @@ class SubscriptionQueries:
         async with self.db.transaction() as tx:
             cur = await tx.execute("DELETE FROM push_queue WHERE enqueued_at <= ?", (now - self.limits.push_ttl_s,))
             return cur.rowcount
+
+
+def subscription_row(sub: Subscription, now: float) -> tuple[Any, ...]:
+    """A ``push_subscriptions`` row: principal, symbols, alert_types, channels (JSON or NULL), updated_at."""
+    return (
+        sub.principal,
+        None if sub.symbols is None else _dumps(list(sub.symbols)),
+        None if sub.alert_types is None else _dumps(list(sub.alert_types)),
+        None if sub.channels is None else _dumps(list(sub.channels)),
+        now,
+    )
 
 
 def subscription_of(row: Any) -> Subscription:

@@ -5,7 +5,9 @@ python-binance signs requests and parses answers; everything it lacks is here:
   ban until ``Retry-After`` and nothing is sent before it has passed (a call that would have
   to wait too long fails at once with ``retry_after_secs``).
 - **Clock**: the server-time offset is refreshed periodically (:meth:`sync_time`) and a
-  request refused with -1021 is retried once after a resync.
+  request refused with -1021 is retried once after a resync — except an order signed at a
+  pinned time (:meth:`place_signed_at`, the cluster's order leader): its staleness is the point,
+  so it is refused, never re-signed.
 - **Unknown outcomes**: a timeout, a dropped connection or a 5xx on an order means the
   order may or may not exist: :class:`OutcomeUnknown` is raised and the caller looks the
   order up by clientOrderId — nothing is ever re-sent blindly.
@@ -32,10 +34,10 @@ from typing import Any
 
 import aiohttp
 import structlog
-from binance import AsyncClient
 from binance.exceptions import BinanceAPIException, BinanceRequestException
 
 from brokers.binance_lists import BinanceListsMixin
+from brokers.binance_signing import PinnableClient, pinned_timestamp, signed_at
 from brokers.filters import SymbolRules, rules_by_symbol
 from brokers.models import (
     STOP_TYPES,
@@ -111,10 +113,11 @@ class BinanceBroker(BinanceListsMixin):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.api_key = api_key
-        self._client = AsyncClient(
+        self._client = PinnableClient(
             api_key=api_key, api_secret=api_secret, requests_params={"timeout": aiohttp.ClientTimeout(total=timeout_s)}
         )
         self._client.API_URL = f"{rest_url.rstrip('/')}/api"
+        self._client.REQUEST_RECVWINDOW = recv_window_ms  # python-binance puts its own 10 s over ours otherwise
         self._recv_window = recv_window_ms
         self._clock = clock
         self._handler: ExecutionHandler | None = None
@@ -171,6 +174,12 @@ class BinanceBroker(BinanceListsMixin):
                         f"Binance answered HTTP {exc.status_code} (rate limit); retry in {retry_after:.0f} s",
                         retry_after,
                     ) from None
+                if exc.code == -1021 and pinned_timestamp() is not None:
+                    raise OrderRejected(
+                        "not sent: the order was signed at a time now outside the exchange's recvWindow"
+                        " (its sender may no longer send)",
+                        data={"binance_code": -1021},
+                    ) from None
                 if exc.code == -1021 and attempt == 1:
                     await self.sync_time()
                     continue
@@ -217,6 +226,20 @@ class BinanceBroker(BinanceListsMixin):
         return self._rules.get(symbol.upper())
 
     # --- orders ---------------------------------------------------------------------------
+    @property
+    def recv_window_ms(self) -> int:
+        return self._recv_window
+
+    def exchange_time_ms(self) -> int:
+        """The exchange's time as this process estimates it (local clock + the synced offset)."""
+        return int(self._clock() * 1000) + int(self._client.timestamp_offset)
+
+    async def place_signed_at(self, req: OrderRequest, timestamp_ms: int) -> ExchangeOrder:
+        """:meth:`place`, the request signed with ``timestamp_ms`` (brokers/binance_signing.py says why):
+        the exchange refuses it once that time is more than ``recv_window_ms`` old."""
+        with signed_at(timestamp_ms):
+            return await self.place(req)
+
     async def place(self, req: OrderRequest) -> ExchangeOrder:
         params: dict[str, Any] = {
             "symbol": req.symbol,

@@ -137,12 +137,28 @@ class Leases:
     def __init__(self, db: PostgresDatabase) -> None:
         self.db = db
 
-    async def acquire(self, name: str, holder: str, ttl_s: float) -> Lease | None:
-        """The lease if it was free, expired or already ours; None while someone else holds it."""
+    async def acquire(self, name: str, holder: str, ttl_s: float, *, lock_wait_s: float = 1.0) -> Lease | None:
+        """The lease if it was free, expired or already ours; None while someone else holds it.
+
+        A holder's fenced transaction in progress keeps the row locked; a candidate waits at most
+        ``lock_wait_s`` for it (then None: try again later) — a paused holder's transaction is
+        ended by the server's ``idle_in_transaction_session_timeout`` (config/postgres.py)."""
         if ttl_s <= 0:
             raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
         sent = time.monotonic()
-        token = await self.db.fetchval(
+        try:
+            async with self.db.transaction() as conn:
+                await conn.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_wait_s * 1000))}")
+                token = await self._take(conn, name, holder, ttl_s)
+        except asyncpg.LockNotAvailableError:
+            return None
+        if token is None:
+            return None
+        return Lease(self.db, name, holder, int(token), ttl_s, sent + ttl_s * (1 - SAFETY_MARGIN))
+
+    @staticmethod
+    async def _take(conn: asyncpg.Connection, name: str, holder: str, ttl_s: float) -> int | None:
+        token: int | None = await conn.fetchval(
             "INSERT INTO cluster_leases AS l (name, holder, token, acquired_at, expires_at)"
             " VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))"
             " ON CONFLICT (name) DO UPDATE SET"
@@ -157,9 +173,7 @@ class Leases:
             holder,
             ttl_s,
         )
-        if token is None:
-            return None
-        return Lease(self.db, name, holder, int(token), ttl_s, sent + ttl_s * (1 - SAFETY_MARGIN))
+        return token
 
     async def state(self, name: str) -> LeaseState | None:
         row = await self.db.fetchrow(

@@ -14,6 +14,12 @@ Durability: PostgreSQL's defaults (``fsync=on``, ``synchronous_commit=on``) make
 durable before it returns, so there is no per-transaction choice as in SQLite; the pool's
 connections keep those defaults (a server configured otherwise is the operator's decision).
 
+A paused process (GC, SIGSTOP, a swapped-out VM) must not hold row locks others wait for: every
+connection gets ``idle_in_transaction_session_timeout`` (5 s by default), so the server ends a
+session that sits inside a transaction without sending anything for that long, rolling the
+transaction back and releasing its locks.  Our transactions never wait on anything but the
+database inside them.
+
 Errors name the setting and what to do; the DSN is never printed with its password
 (:func:`redacted`).
 """
@@ -62,10 +68,15 @@ class PostgresDatabase:
         self.where = redacted(dsn)
 
     @classmethod
-    async def open(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> PostgresDatabase:
+    async def open(
+        cls, dsn: str, *, min_size: int = 2, max_size: int = 10, idle_in_transaction_timeout_s: float = 5.0
+    ) -> PostgresDatabase:
         """Connect a pool; :class:`DatabaseError` naming ``postgres_dsn`` when the server cannot be reached."""
+        settings = {"idle_in_transaction_session_timeout": str(max(1, int(idle_in_transaction_timeout_s * 1000)))}
         try:
-            pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, command_timeout=60)
+            pool = await asyncpg.create_pool(
+                dsn, min_size=min_size, max_size=max_size, command_timeout=60, server_settings=settings
+            )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
             raise DatabaseError(
                 f"cannot connect to PostgreSQL at postgres_dsn={redacted(dsn)}: {exc} — check that the server"

@@ -170,6 +170,11 @@ class Settings(BaseSettings):
     """API secret for broker = "ccxt" (or the systemd credential ccxt_api_secret)."""
     ccxt_api_url: str | None = None
     """Advanced: the ccxt exchange's REST API URL for both public and private calls (tests: the simulator)."""
+
+    # --- scale-out (docs/design.md §11; no cluster role runs yet) ------------------------------
+    postgres_dsn: SecretStr | None = None
+    """The cluster's PostgreSQL (``postgresql://user:password@host:5432/db``): read by ``chartgen cluster
+    migrate | status``; the single-process daemon keeps SQLite.  Env: CHARTGEN_POSTGRES_DSN."""
     live: bool = False
     """Allow orders on Binance mainnet (--live). Off by default: paper or testnet only."""
     paper_balances: Annotated[dict[str, Decimal], NoDecode] = Field(default_factory=lambda: {"USDT": Decimal(10000)})

@@ -6,6 +6,7 @@
     chartgen sim-exchange --port 0                   the Binance-compatible simulator
     chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
     chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
+    chartgen cluster migrate | status                the cluster's PostgreSQL (scale-out building blocks)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
 
@@ -33,7 +34,7 @@ from config.database import DatabaseError
 from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster")
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -72,7 +73,7 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog=(
             "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
-            " chartgen trading --help"
+            " chartgen trading --help, chartgen cluster --help"
         ),
     )
     p.add_argument(
@@ -155,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.umask(PRIVATE_UMASK)
         return trading_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "cluster":
+        from daemon.cluster_command import main as cluster_main
+
+        return cluster_main([*hoisted, *rest[1:]])
     ns = _main_parser().parse_args([*hoisted, *rest])
     try:
         settings = _settings_from(ns)

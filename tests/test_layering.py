@@ -16,7 +16,7 @@ ALLOWED = {
     "brokers": {"config", "engine"},
     "mcp_bridge": {"config", "engine", "alerts", "brokers"},
     "dashboard": {"config", "engine", "alerts", "brokers", "mcp_bridge"},
-    "cluster": {"config"},
+    "cluster": {"config", "engine", "brokers"},
     "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"},
 }
 

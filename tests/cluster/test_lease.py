@@ -105,7 +105,7 @@ async def test_the_local_deadline_ends_before_the_server_expiry(
     assert state is not None and state.expires_in_s > 8.0  # the server would still call it live
 
 
-async def _holder(cluster_dsn: str, holder: str, ttl_s: float) -> tuple[asyncio.subprocess.Process, int]:
+async def _holder(cluster_dsn: str, holder: str, ttl_s: float, *extra: str) -> tuple[asyncio.subprocess.Process, int]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -114,6 +114,7 @@ async def _holder(cluster_dsn: str, holder: str, ttl_s: float) -> tuple[asyncio.
         NAME,
         holder,
         str(ttl_s),
+        *extra,
         cwd=ROOT,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -165,3 +166,24 @@ async def test_a_killed_leader_is_replaced_once_its_ttl_ends(cluster_db: Postgre
     new_token, took = await _take_over(Leases(cluster_db), "successor", 10)
     assert new_token == token + 1
     assert took < 10
+
+
+async def test_a_holder_stalled_inside_its_fenced_write_does_not_block_the_takeover(
+    cluster_db: PostgresDatabase, cluster_dsn: str
+) -> None:
+    """Its open transaction holds the lease row; the server ends it after the idle-in-transaction
+    timeout (half the TTL here), so a successor leads soon after the TTL and the write never lands."""
+    proc, token = await _holder(cluster_dsn, "stalled", 1.0, "open")
+    try:
+        new_token, took = await _take_over(Leases(cluster_db), "successor", 10)
+        assert new_token == token + 1 and took < 10
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        report = orjson.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+        assert str(report["fenced_write"]).startswith("failed")
+        assert await cluster_db.fetchval("SELECT to_regclass('sent')") is None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()

@@ -15,7 +15,10 @@ INVOCATIONS: dict[str, tuple[list[str], bytes | None]] = {
     "token": (["list"], None),
     "passphrase": (["set"], b"correct horse battery\n"),
     "trading": (["status"], None),
+    "cluster": (["status"], None),
 }
+KEEPS_NO_DATA_DIR = {"cluster"}
+"""Subcommands whose state is elsewhere (the cluster's PostgreSQL): --data-dir is refused, wherever it stands."""
 
 
 def test_the_state_options_are_hoisted_for_the_trading_subcommand() -> None:
@@ -45,6 +48,10 @@ async def test_every_subcommand_takes_data_dir_before_or_after_it(tmp_path: Path
         # recognised in every position, and refused the same way: the simulator keeps no state
         assert code == 2 and "--data-dir does not apply" in err, err
         assert "unrecognized arguments" not in err
+        return
+    if sub in KEEPS_NO_DATA_DIR:
+        assert code == 2 and "--data-dir does not apply" in err, err
+        assert not data.exists()
         return
     assert code == 0, err
     assert (data / "chartgen.db").exists()

@@ -4,8 +4,11 @@ that a broken install step can never pass as a skipped test."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,20 @@ def node_tool(name: str) -> tuple[Path, Path]:
 def which(name: str) -> Path | None:
     path = shutil.which(name)
     return Path(path) if path else None
+
+
+async def stop_process_group(proc: asyncio.subprocess.Process, *, grace_s: float = 15.0) -> None:
+    """SIGTERM the server's own process group (and SIGCONT, so a paused one handles it), wait up to
+    ``grace_s``, then SIGKILL; returns once it has exited."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGCONT)
+    try:
+        async with asyncio.timeout(grace_s):
+            await proc.wait()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()

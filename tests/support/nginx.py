@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.external import required, which
+from tests.support.external import required, stop_process_group, which
 
 README_LOCATION = """\
     location / {
@@ -138,13 +136,4 @@ async def running_nginx(
         await _listening(port, proc, prefix)
         yield Nginx(f"http://127.0.0.1:{port}", prefix, proc)
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)  # nginx's fast shutdown; its own process group
-            try:
-                async with asyncio.timeout(15):
-                    await proc.wait()
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
+        await stop_process_group(proc)  # SIGTERM: nginx's fast shutdown; its own process group

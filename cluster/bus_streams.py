@@ -1,0 +1,233 @@
+"""The event bus's JetStream streams (design.md §11): subjects, retention and limits, why, and applying them.
+
+Streams (:func:`stream_specs`, built from :class:`BusLimits`; all on file storage so a restarted
+nats-server still has them):
+
+- ``CHARTGEN_MARKET`` — ``chartgen.market.>``: ticks, closed bars and indicator updates
+  published by the engine workers.  Limits retention, discard old: the stream is a short replay
+  buffer (a front or a worker taking over a market catches up from it), never the record of
+  anything — bars are re-fetched from the exchange after a gap — so it keeps 1 h
+  (``market_max_age_s``), 1 GiB in all and 10,000 messages per subject (one subject per
+  kind, symbol and interval): a busy symbol's ticks push out only its own older ticks, never
+  the other markets' bars.
+- ``CHARTGEN_NOTIFY`` — ``chartgen.notify.<principal>``: fired notifications, one subject per
+  principal, consumed by the stateless HTTP fronts.  Limits retention, discard old; a
+  notification is worth pushing for the push TTL (1 h, the default of ``notify_queue_ttl_s``)
+  and no longer, so that is its max age; 10,000 per principal (the most any client keeps,
+  ``notify_poll_cap``), so one principal's runaway alert cannot push out another's
+  notifications; 256 MiB in all.  The duplicate window is 2 min: a worker that publishes a
+  firing again after a lost acknowledgement or a restart uses the same message id (e.g. the
+  alert's push sequence number) and the stream stores it once.
+- ``CHARTGEN_COMMANDS`` — ``chartgen.cmd.<name>``: commands to the workers ("follow this
+  symbol").  Work-queue retention: a command is removed once one consumer acknowledges it, so
+  each command is done by one worker.  Discard *new* when full (64 MiB): a publisher is refused
+  (:class:`~cluster.bus_errors.BusError`) instead of older, still undone commands vanishing.
+  24 h max age: a command no worker took in a day is stale (the membership reassigns markets
+  anyway).
+
+The duplicate window (2 min by default) applies to every stream; JetStream requires it not to
+exceed a stream's max age, and :class:`BusLimits` checks that.
+
+Applying them: :func:`ensure_stream` (called by :meth:`cluster.bus.Bus.ensure_streams`) creates
+each stream, or updates it to the configured limits when it exists with others; creating a
+stream that exists with the same configuration succeeds, so several processes may call it at
+once.  Two processes configured with different limits leave the last writer's; retention and
+storage cannot change in place (JetStream refuses), which is reported as a
+:class:`~cluster.bus_errors.BusError` naming the stream.
+
+The subject names are built in :mod:`cluster.bus_subjects`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cluster.bus_errors import BusError, translated
+from cluster.bus_subjects import SUBJECT_ROOT
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+STREAM_EXISTS_DIFFERENTLY = 10058
+"""JetStream's error code for "stream name already in use with a different configuration"."""
+
+SUBJECTS_OVERLAP = 10065
+"""JetStream's error code for "subjects overlap with an existing stream" — also what nats-server 2.9 answers
+the loser of two concurrent creates of the same stream."""
+
+
+class BusLimits(BaseModel):
+    """The streams' limits (module docstring: why each default).  Sizes in bytes, ages in seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    market_max_age_s: float = Field(default=3600.0, gt=0, le=7 * 86400)
+    market_max_bytes: int = Field(default=1 * GiB, ge=1 * MiB)
+    market_max_msgs_per_subject: int = Field(default=10_000, ge=1)
+    notify_max_age_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    notify_max_bytes: int = Field(default=256 * MiB, ge=1 * MiB)
+    notify_max_msgs_per_subject: int = Field(default=10_000, ge=1)
+    commands_max_age_s: float = Field(default=86400.0, gt=0, le=30 * 86400)
+    commands_max_bytes: int = Field(default=64 * MiB, ge=1 * MiB)
+    duplicate_window_s: float = Field(default=120.0, gt=0, le=86400)
+
+    @model_validator(mode="after")
+    def _window_within_ages(self) -> Self:
+        for name in ("market_max_age_s", "notify_max_age_s", "commands_max_age_s"):
+            if self.duplicate_window_s > getattr(self, name):
+                raise ValueError(
+                    f"duplicate_window_s ({self.duplicate_window_s}) must not exceed {name} ({getattr(self, name)}): "
+                    "JetStream refuses a duplicate window longer than the stream's max age"
+                )
+        return self
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One JetStream stream as chartgen configures it (and as :meth:`cluster.bus.Bus.stream_spec` reads it back)."""
+
+    name: str
+    subjects: tuple[str, ...]
+    retention: Literal["limits", "workqueue", "interest"]
+    discard: Literal["old", "new"]
+    max_age_s: float
+    max_bytes: int
+    max_msgs_per_subject: int
+    """-1: no per-subject limit."""
+    duplicate_window_s: float
+    storage: Literal["file", "memory"] = "file"
+    description: str = ""
+
+    def config(self) -> js_api.StreamConfig:
+        return js_api.StreamConfig(
+            name=self.name,
+            description=self.description or None,
+            subjects=list(self.subjects),
+            retention=js_api.RetentionPolicy(self.retention),
+            discard=js_api.DiscardPolicy(self.discard),
+            max_age=self.max_age_s,
+            max_bytes=self.max_bytes,
+            max_msgs=-1,
+            max_msgs_per_subject=self.max_msgs_per_subject,
+            duplicate_window=self.duplicate_window_s,
+            storage=js_api.StorageType(self.storage),
+            num_replicas=1,
+        )
+
+    @classmethod
+    def from_config(cls, config: js_api.StreamConfig) -> StreamSpec:
+        def text(value: Any) -> str:
+            return str(value.value if hasattr(value, "value") else value)
+
+        return cls(
+            name=config.name or "",
+            subjects=tuple(config.subjects or ()),
+            retention=text(config.retention),  # type: ignore[arg-type]
+            discard=text(config.discard),  # type: ignore[arg-type]
+            max_age_s=float(config.max_age or 0.0),
+            max_bytes=int(config.max_bytes if config.max_bytes is not None else -1),
+            max_msgs_per_subject=int(config.max_msgs_per_subject),
+            duplicate_window_s=float(config.duplicate_window or 0.0),
+            storage=text(config.storage),  # type: ignore[arg-type]
+            description=config.description or "",
+        )
+
+
+MARKET_STREAM = "CHARTGEN_MARKET"
+NOTIFY_STREAM = "CHARTGEN_NOTIFY"
+COMMANDS_STREAM = "CHARTGEN_COMMANDS"
+
+
+def stream_specs(limits: BusLimits) -> tuple[StreamSpec, ...]:
+    """The three streams with ``limits`` applied."""
+    return (
+        StreamSpec(
+            name=MARKET_STREAM,
+            subjects=(f"{SUBJECT_ROOT}.market.>",),
+            retention="limits",
+            discard="old",
+            max_age_s=limits.market_max_age_s,
+            max_bytes=limits.market_max_bytes,
+            max_msgs_per_subject=limits.market_max_msgs_per_subject,
+            duplicate_window_s=limits.duplicate_window_s,
+            description="chartgen ticks, closed bars and indicator updates (a short replay buffer)",
+        ),
+        StreamSpec(
+            name=NOTIFY_STREAM,
+            subjects=(f"{SUBJECT_ROOT}.notify.>",),
+            retention="limits",
+            discard="old",
+            max_age_s=limits.notify_max_age_s,
+            max_bytes=limits.notify_max_bytes,
+            max_msgs_per_subject=limits.notify_max_msgs_per_subject,
+            duplicate_window_s=limits.duplicate_window_s,
+            description="chartgen fired notifications, one subject per principal",
+        ),
+        StreamSpec(
+            name=COMMANDS_STREAM,
+            subjects=(f"{SUBJECT_ROOT}.cmd.>",),
+            retention="workqueue",
+            discard="new",
+            max_age_s=limits.commands_max_age_s,
+            max_bytes=limits.commands_max_bytes,
+            max_msgs_per_subject=-1,
+            duplicate_window_s=limits.duplicate_window_s,
+            description="chartgen commands to workers; each taken by one consumer",
+        ),
+    )
+
+
+async def ensure_stream(js: JetStreamContext, spec: StreamSpec, timeout_s: float) -> StreamSpec | None:
+    """Create stream ``spec`` or update it to ``spec`` (module docstring); the configuration it replaced, if any.
+
+    :class:`~cluster.bus_errors.BusError` if another stream takes its subjects or it exists with a
+    retention or storage JetStream cannot change in place."""
+    config = spec.config()
+    with translated(f"creating stream {spec.name}", timeout_s):
+        try:
+            await js.add_stream(config)
+            return None
+        except nats.js.errors.BadRequestError as exc:
+            if exc.err_code not in (STREAM_EXISTS_DIFFERENTLY, SUBJECTS_OVERLAP):
+                raise
+            overlap = exc.err_code == SUBJECTS_OVERLAP
+        try:
+            current = StreamSpec.from_config((await js.stream_info(spec.name)).config)
+        except nats.js.errors.NotFoundError as exc:
+            if not overlap:
+                raise
+            raise BusError(
+                f"another stream on the NATS server already takes {', '.join(spec.subjects)}: "
+                f"chartgen needs them for {spec.name}; remove or narrow that stream"
+            ) from exc
+        if current == spec:
+            return None  # another process updated it meanwhile
+        if (current.retention, current.storage) != (spec.retention, spec.storage):
+            raise BusError(
+                f"stream {spec.name} exists with retention {current.retention} and storage {current.storage}, "
+                f"which JetStream cannot change in place; chartgen needs {spec.retention} / {spec.storage}: "
+                f"remove the stream (nats stream rm {spec.name}) and start again"
+            )
+        await js.update_stream(config)
+        return current
+
+
+def consumer_config(
+    durable: str, subject_filter: str, *, ack_wait_s: float, max_ack_pending: int
+) -> js_api.ConsumerConfig:
+    """A durable pull consumer as chartgen configures one: from the stream's first message, explicit acks."""
+    return js_api.ConsumerConfig(
+        name=durable,
+        durable_name=durable,
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        filter_subject=subject_filter,
+        max_ack_pending=max_ack_pending,
+    )

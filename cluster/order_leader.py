@@ -1,0 +1,240 @@
+"""The order leader of an exchange account in a cluster: holds the lease ``orders/<account>``,
+sends the queued intents one at a time signed at the moment of its lease check, and settles the
+intents a former leader (or a lost answer) left unanswered.  cluster/orders.py explains the
+protocol and why it never sends an order twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any, Protocol
+
+import asyncpg
+import orjson
+import structlog
+
+from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
+from cluster.lease import Lease, LeaseLost, Leases
+from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, ORDER_JSON, REQUEST_JSON, State, lease_name
+from config.postgres import PostgresDatabase
+
+log = structlog.get_logger(__name__)
+
+
+class FencedSender(Protocol):
+    """A venue that enforces a request time window, and a broker that can sign at a chosen time
+    (BinanceBroker).  Venues without one (ccxt, paper) cannot be led from a cluster safely."""
+
+    @property
+    def recv_window_ms(self) -> int: ...
+
+    def exchange_time_ms(self) -> int: ...
+
+    async def place_signed_at(self, req: OrderRequest, timestamp_ms: int) -> ExchangeOrder: ...
+
+    async def query(self, symbol: str, client_order_id: str) -> ExchangeOrder | None: ...
+
+
+class OrderLeader:
+    """One candidate for leading ``account``'s orders; :meth:`step` does one round of the job."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        broker: FencedSender,
+        *,
+        account: str,
+        member_id: str,
+        ttl_s: float = 6.0,
+        settle_margin_s: float = 1.0,
+        batch: int = 1,
+    ) -> None:
+        self.db = db
+        self.broker = broker
+        self.account = account
+        self.member_id = member_id
+        self.ttl_s = ttl_s
+        self.recv_window_s = broker.recv_window_ms / 1000
+        self.settle_margin_s = settle_margin_s
+        self.batch = batch
+        self.leases = Leases(db)
+        self.lease: Lease | None = None
+        self._led_since = 0.0
+        self._renewed_at = 0.0
+
+    @property
+    def leading(self) -> bool:
+        return self.lease is not None and self.lease.may_act()
+
+    async def step(self) -> int:
+        """Hold or seek the lease, settle inherited intents when due, send queued ones; returns how
+        many requests went to the exchange this round."""
+        if not await self._hold():
+            return 0
+        await self.settle()
+        return await self.send_queued()
+
+    async def _hold(self) -> bool:
+        now = time.monotonic()
+        if self.lease is not None and not self.lease.lost:
+            if now - self._renewed_at >= self.ttl_s / 3:
+                try:
+                    await self.lease.renew()
+                    self._renewed_at = now
+                except LeaseLost:
+                    log.warning("order_lease_lost", account=self.account, token=self.lease.token)
+                    self.lease = None
+            if self.lease is not None and self.lease.may_act():
+                return True
+            self.lease = None
+        lease = await self.leases.acquire(lease_name(self.account), self.member_id, self.ttl_s)
+        if lease is None:
+            return False
+        self.lease, self._led_since, self._renewed_at = lease, now, now
+        log.info("order_leader", account=self.account, member=self.member_id, token=lease.token)
+        return True
+
+    async def send_queued(self) -> int:
+        lease = self.lease
+        if lease is None:
+            return 0
+        async with self.db.transaction() as conn:
+            await lease.fence(conn)
+            rows = await conn.fetch(
+                "UPDATE cluster_order_intents SET state = 'sending', sender_token = $3, claimed_at = clock_timestamp()"
+                " WHERE client_order_id IN (SELECT client_order_id FROM cluster_order_intents"
+                "  WHERE account = $1 AND state = 'queued' ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+                " RETURNING client_order_id, request, created_at",
+                self.account,
+                self.batch,
+                lease.token,
+            )
+        sent = 0
+        for row in sorted(rows, key=lambda r: r["created_at"]):
+            req = REQUEST_JSON.validate_json(row["request"])
+            stamp = self.broker.exchange_time_ms()
+            if not lease.may_act():  # the request would leave after our lease may have ended: leave it
+                log.warning("order_leader_stopped_sending", account=self.account, left=len(rows) - sent)
+                break
+            sent += 1
+            try:
+                order = await self.broker.place_signed_at(req, stamp)
+            except OutcomeUnknown as exc:
+                await self._record(req.client_order_id, lease.token, "unknown", {"error": str(exc)})
+                continue
+            except (OrderRejected, BrokerError) as exc:
+                await self._record(req.client_order_id, lease.token, "rejected", {"error": str(exc)})
+                continue
+            await self._record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
+        return sent
+
+    async def settle(self) -> int:
+        """Intents that may have been sent but have no answer, once no such request can still reach
+        the exchange — asked for by client order id; found → placed, absent → rejected (never sent
+        again).  A former leader's ``sending`` ones: its requests were signed before its lease
+        ended, which was before ours began, so ``recvWindow`` + margin after taking over.  An
+        ``unknown`` one (the answer was lost): ``recvWindow`` + margin after it was recorded, on
+        the server's clock."""
+        lease = self.lease
+        if lease is None:
+            return 0
+        window = self.recv_window_s + self.settle_margin_s
+        rows = await self.db.fetch(
+            "SELECT client_order_id, request, state, sender_token FROM cluster_order_intents WHERE account = $1"
+            " AND ((state = 'unknown' AND answered_at < clock_timestamp() - make_interval(secs => $3))"
+            "  OR ($4 AND state = 'sending' AND sender_token < $2))",
+            self.account,
+            lease.token,
+            window,
+            time.monotonic() - self._led_since >= window,
+        )
+        settled = 0
+        for row in rows:
+            req = REQUEST_JSON.validate_json(row["request"])
+            try:
+                order = await self.broker.query(req.symbol, req.client_order_id)
+            except BrokerError as exc:
+                log.warning("order_settle_query_failed", client_order_id=req.client_order_id, error=str(exc))
+                continue
+            if order is not None:
+                body: dict[str, Any] = {"order": ORDER_JSON.dump_python(order)}
+                state: State = "placed"
+            else:
+                body = {
+                    "error": "not sent: the order leader stopped while sending it and the exchange never received"
+                    " it; not retried so that it can never be placed twice — place it again if still wanted"
+                }
+                state = "rejected"
+            if await self._record(req.client_order_id, int(row["sender_token"]), state, body, was=row["state"]):
+                settled += 1
+        return settled
+
+    async def _record(
+        self, client_order_id: str, token: int, state: State, body: dict[str, Any], *, was: str | None = None
+    ) -> bool:
+        """Store the answer if the intent is still where we left it; wakes the waiting front."""
+        async with self.db.transaction() as conn:
+            tag = await conn.execute(
+                "UPDATE cluster_order_intents SET state = $2, answer = $3, answered_at = clock_timestamp()"
+                " WHERE client_order_id = $1 AND sender_token = $4 AND state = ANY($5::text[])",
+                client_order_id,
+                state,
+                orjson.dumps(body, default=str).decode(),
+                token,
+                [was] if was is not None else ["sending", "unknown"],
+            )
+            if tag.endswith(" 0"):
+                return False
+            await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
+        return True
+
+    async def resign(self) -> None:
+        """Give the lease up (clean shutdown)."""
+        if self.lease is not None:
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                await self.lease.release()
+            self.lease = None
+
+
+async def run_leader(leader: OrderLeader, stop: asyncio.Event, *, idle_s: float = 0.5) -> None:
+    """Run ``leader`` until ``stop``: a round on every new intent (``LISTEN``) and at least every
+    ``idle_s`` (lease renewal, hand-over settling).  The daemon's cluster role will run this as a
+    supervised task; tests and benches run it directly."""
+    woken = asyncio.Event()
+
+    def on_intent(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+        if payload == leader.account:
+            woken.set()
+
+    async with leader.db.pool.acquire() as conn:
+        await conn.add_listener(INTENTS_CHANNEL, on_intent)
+        try:
+            while not stop.is_set():
+                woken.clear()
+                try:
+                    sent = await leader.step()
+                except LeaseLost as exc:  # fenced out mid-round: seek the lease again next round
+                    log.warning("order_leader_fenced_out", error=str(exc))
+                    leader.lease = None
+                    sent = 0
+                except (asyncpg.PostgresError, OSError) as exc:
+                    log.warning("order_leader_round_failed", error=str(exc))
+                    sent = 0
+                if sent:
+                    continue  # more may be queued
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_first(woken, stop), idle_s)
+        finally:
+            await conn.remove_listener(INTENTS_CHANNEL, on_intent)
+            await leader.resign()
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

@@ -1,0 +1,199 @@
+"""Orders in the cluster: any process records an order intent in PostgreSQL; the one order leader
+of the exchange account sends it — once, whoever dies when.
+
+An intent (``cluster_order_intents``, keyed by our client order id) moves
+``queued`` → ``sending`` → ``placed`` | ``rejected`` (| ``unknown`` → ``placed`` | ``rejected``).
+
+- :meth:`OrderIntents.submit` (a front, on ``place_order``) inserts a ``queued`` intent and
+  notifies the leader; :meth:`OrderIntents.wait_answer` waits for its answer (``LISTEN`` on
+  ``cluster_order_answers``, checked again after listening so no answer is missed).
+- :class:`OrderLeader` holds the lease ``orders/<account>`` (cluster/lease.py).  It claims a queued
+  intent with ``FOR UPDATE SKIP LOCKED`` in a transaction fenced by its lease, marking it
+  ``sending`` with its fencing token; commits; checks its local lease deadline
+  (:meth:`Lease.may_act`) and in the same instant reads the exchange's time, and sends the order
+  *signed at that time* (:class:`FencedSender`; brokers/binance_signing.py): a leader paused
+  between the check and the request leaving sends a request the exchange refuses as stale.  It
+  records the exchange's answer.  A leader that lost its lease stops before the next request.
+  One intent per claim: a leader that dies leaves at most the one it was sending unanswered.
+- **Hand-over.**  A new leader never sends an intent it finds ``sending`` under an older token:
+  the dead or paused leader may have sent it.  It waits until no request of the old leader can
+  still be accepted by the exchange — the exchange refuses a signed request older than its
+  ``recvWindow`` (Binance's rule; the simulator enforces it too), and the old leader sent
+  nothing after its local deadline, which ends before the lease's server-side expiry, which
+  came before this leader's acquisition — so the sender's ``recvWindow`` plus a margin (clock
+  offset error) after taking over, then asks the exchange for the order by client order id: found → ``placed`` with the
+  exchange's view; absent → ``rejected`` ("not sent: …, not retried").  An intent whose answer
+  was lost (``OutcomeUnknown``) is settled the same way.  So every intent either reached the
+  exchange exactly once or is answered with an error; none is sent twice.  Not resending is
+  deliberate: an order that waited out a leader's death is seconds old, and the caller decides
+  whether it still wants it.
+
+Intents still ``queued`` when a leader dies are simply claimed by the next one.
+
+This module is the intents' table and the front's side; the leader is cluster/order_leader.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import asyncpg
+import orjson
+import structlog
+from pydantic import TypeAdapter
+
+from brokers.models import ExchangeOrder, OrderRequest
+from config.migrations import Migrations
+from config.postgres import PostgresDatabase
+
+log = structlog.get_logger(__name__)
+
+ORDER_MIGRATIONS = Migrations(
+    "cluster_orders",
+    (
+        (
+            1,
+            """
+            CREATE TABLE cluster_order_intents (
+                client_order_id TEXT PRIMARY KEY,
+                account TEXT NOT NULL,
+                owner TEXT,
+                request TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('queued', 'sending', 'unknown', 'placed', 'rejected')),
+                sender_token BIGINT,
+                answer TEXT,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+                claimed_at TIMESTAMPTZ,
+                answered_at TIMESTAMPTZ
+            );
+            CREATE INDEX cluster_order_intents_queued ON cluster_order_intents (account, created_at)
+                WHERE state = 'queued';
+            CREATE INDEX cluster_order_intents_unsettled ON cluster_order_intents (account)
+                WHERE state IN ('sending', 'unknown')
+            """,
+        ),
+    ),
+)
+
+INTENTS_CHANNEL = "cluster_order_intents"
+ANSWERS_CHANNEL = "cluster_order_answers"
+REQUEST_JSON = TypeAdapter(OrderRequest)
+ORDER_JSON = TypeAdapter(ExchangeOrder)
+
+State = Literal["queued", "sending", "unknown", "placed", "rejected"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The outcome of an intent: ``placed`` with the exchange's order, or ``rejected`` with why."""
+
+    client_order_id: str
+    state: State
+    order: ExchangeOrder | None
+    error: str | None
+
+
+def lease_name(account: str) -> str:
+    return f"orders/{account}"
+
+
+def _answer(row: asyncpg.Record) -> Answer:
+    body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
+    order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
+    return Answer(row["client_order_id"], row["state"], order, body.get("error"))
+
+
+class OrderIntents:
+    """The front's side: record intents and wait for their answers.
+
+    One connection of the pool listens on ``cluster_order_answers`` for every waiting call (taken
+    at the first wait, given back by :meth:`close`): a connection per waiting call would let many
+    concurrent ``place_order`` calls take the whole pool and starve their own answer checks."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self.db = db
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._listener: asyncpg.pool.PoolConnectionProxy | None = None
+        self._listen_lock = asyncio.Lock()
+
+    async def submit(self, account: str, req: OrderRequest) -> None:
+        """Record ``req`` as queued for ``account``'s leader (one transaction, which also wakes it).
+
+        A client order id already recorded is refused (ValueError naming it): one id, one order."""
+        try:
+            async with self.db.transaction() as conn:
+                await conn.execute(
+                    "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
+                    " VALUES ($1, $2, $3, $4, 'queued')",
+                    req.client_order_id,
+                    account,
+                    req.owner,
+                    REQUEST_JSON.dump_json(req).decode(),
+                )
+                await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
+        except asyncpg.UniqueViolationError as exc:
+            raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one") from exc
+
+    async def answer(self, client_order_id: str) -> Answer | None:
+        """The answer if there is one yet (None: unknown id, or still queued / being sent)."""
+        row = await self.db.fetchrow(
+            "SELECT client_order_id, state, answer FROM cluster_order_intents WHERE client_order_id = $1",
+            client_order_id,
+        )
+        if row is None or row["state"] not in ("placed", "rejected"):
+            return None
+        return _answer(row)
+
+    def _on_answer(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        for event in self._waiters.get(payload, ()):
+            event.set()
+
+    async def _listen(self) -> None:
+        async with self._listen_lock:
+            if self._listener is None:
+                conn = await self.db.pool.acquire()
+                await conn.add_listener(ANSWERS_CHANNEL, self._on_answer)
+                self._listener = conn
+
+    async def wait_answer(self, client_order_id: str, timeout_s: float) -> Answer | None:
+        """The answer, waiting up to ``timeout_s`` for it (None when it has not come by then)."""
+        await self._listen()
+        arrived = asyncio.Event()
+        self._waiters.setdefault(client_order_id, set()).add(arrived)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                arrived.clear()
+                found = await self.answer(client_order_id)  # after LISTEN: an answer cannot slip by
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), left)
+        finally:
+            waiting = self._waiters.get(client_order_id)
+            if waiting is not None:
+                waiting.discard(arrived)
+                if not waiting:
+                    del self._waiters[client_order_id]
+
+    async def close(self) -> None:
+        """Give the listening connection back to the pool."""
+        async with self._listen_lock:
+            if self._listener is not None:
+                conn, self._listener = self._listener, None
+                with contextlib.suppress(asyncpg.PostgresError, OSError):
+                    await conn.remove_listener(ANSWERS_CHANNEL, self._on_answer)
+                await self.db.pool.release(conn)
+
+    async def counts(self, account: str) -> dict[str, int]:
+        rows = await self.db.fetch(
+            "SELECT state, COUNT(*) AS n FROM cluster_order_intents WHERE account = $1 GROUP BY state", account
+        )
+        return {r["state"]: int(r["n"]) for r in rows}

@@ -1,0 +1,190 @@
+"""``chartgen cluster migrate | status``: the cluster's PostgreSQL, for the operator.
+
+``migrate`` applies the PostgreSQL schema of every cluster package (alerts, leases, membership,
+order intents; config/postgres.py: all pending steps in one transaction, a newer database
+refused).  ``status`` shows what the cluster's state says now: the members and whether each is
+live, the leases (who leads which exchange account, with its fencing token), the order intents
+per account and state, and which live worker owns each market that has armed alerts (the
+rendezvous assignment every worker computes the same way).  ``--json`` prints the same as one
+JSON object.  Both read ``postgres_dsn`` (``--postgres-dsn``, ``CHARTGEN_POSTGRES_DSN`` or the
+settings file); the password never appears in output.
+
+No worker or front role exists yet (docs/design.md §11), so a status shows the state that the
+building blocks and their tests write; there is no replication lag to show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
+from cluster.lease import LEASE_MIGRATIONS, Leases
+from cluster.membership import MEMBER_MIGRATIONS, Membership, assign
+from cluster.orders import ORDER_MIGRATIONS
+from config import ConfigFileError, load_settings
+from config.migrations import DatabaseError, Migrations
+from config.postgres import PostgresDatabase
+
+CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
+    ALERT_PG_MIGRATIONS,
+    LEASE_MIGRATIONS,
+    MEMBER_MIGRATIONS,
+    ORDER_MIGRATIONS,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="chartgen cluster", description="The cluster's PostgreSQL state.")
+    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    dsn = argparse.ArgumentParser(add_help=False)
+    dsn.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
+    sub = p.add_subparsers(dest="action", required=True)
+    sub.add_parser("migrate", help="create or upgrade the cluster's tables", parents=[dsn])
+    status = sub.add_parser("status", help="members, leaders, order intents, market assignment", parents=[dsn])
+    status.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    status.add_argument(
+        "--liveness", type=float, default=6.0, help="seconds without a heartbeat after which a member is dead"
+    )
+    return p
+
+
+def _dsn(ns: argparse.Namespace) -> str | None:
+    if ns.postgres_dsn:
+        return str(ns.postgres_dsn)
+    settings = load_settings({}, ns.config)
+    return None if settings.postgres_dsn is None else settings.postgres_dsn.get_secret_value()
+
+
+async def _migrate(dsn: str) -> int:
+    db = await PostgresDatabase.open(dsn, min_size=1, max_size=1)
+    try:
+        versions = await db.migrate(CLUSTER_MIGRATIONS)
+    finally:
+        await db.close()
+    print(f"cluster schema at {db.where}: " + ", ".join(f"{k} v{v}" for k, v in versions.items()))
+    return 0
+
+
+async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
+    """The status as data (what ``--json`` prints)."""
+    members = Membership(db, liveness_s)
+    rows = await members.members()
+    live_workers = await members.live("worker")
+    live_any = {m.id for m in rows if m.seen_s_ago <= liveness_s}
+    leases = await Leases(db).all()
+    intents = await db.fetch(
+        "SELECT account, state, COUNT(*) AS n FROM cluster_order_intents"
+        " GROUP BY account, state ORDER BY account, state"
+    )
+    markets = [
+        f"{r['symbol']} {r['interval']}"
+        for r in await db.fetch("SELECT DISTINCT symbol, interval FROM alerts ORDER BY symbol, interval")
+    ]
+    by_account: dict[str, dict[str, int]] = {}
+    for r in intents:
+        by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
+    return {
+        "members": [
+            {
+                "id": m.id,
+                "role": m.role,
+                "address": m.address,
+                "seen_s_ago": round(m.seen_s_ago, 3),
+                "live": m.id in live_any,
+            }
+            for m in rows
+        ],
+        "leases": [
+            {"name": x.name, "holder": x.holder, "token": x.token, "expires_in_s": round(x.expires_in_s, 3)}
+            for x in leases
+        ],
+        "order_intents": by_account,
+        "markets_with_alerts": len(markets),
+        "assignment": assign(markets, live_workers) if live_workers else {},
+        "unassigned_markets": markets if not live_workers else [],
+    }
+
+
+def render(status: dict[str, Any], liveness_s: float) -> str:
+    lines = [f"members (dead after {liveness_s:g} s without a heartbeat):"]
+    for m in status["members"] or []:
+        state = "live" if m["live"] else "dead"
+        lines.append(f"  {m['role']:<6} {m['id']}  {m['address'] or '-'}  seen {m['seen_s_ago']:.1f} s ago  {state}")
+    if not status["members"]:
+        lines.append("  none")
+    lines.append("leases:")
+    for x in status["leases"]:
+        held = f"expires in {x['expires_in_s']:.1f} s" if x["expires_in_s"] > 0 else "expired"
+        lines.append(f"  {x['name']}  holder {x['holder']}  token {x['token']}  {held}")
+    if not status["leases"]:
+        lines.append("  none")
+    lines.append("order intents:")
+    for account, states in status["order_intents"].items():
+        lines.append(f"  {account}: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
+    if not status["order_intents"]:
+        lines.append("  none")
+    lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
+    for worker, owned in status["assignment"].items():
+        shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")
+        lines.append(f"  {worker}: {len(owned)}" + (f" ({shown})" if owned else ""))
+    if status["unassigned_markets"]:
+        lines.append(f"  no live worker: {len(status['unassigned_markets'])} unassigned")
+    return "\n".join(lines)
+
+
+async def _status(dsn: str, as_json: bool, liveness_s: float) -> int:
+    db = await PostgresDatabase.open(dsn, min_size=1, max_size=1)
+    try:
+        if await db.fetchval("SELECT to_regclass('cluster_members')") is None:
+            print(
+                f"chartgen cluster: error: no cluster schema in {db.where}: run `chartgen cluster migrate` first",
+                file=sys.stderr,
+            )
+            return 1
+        status = await collect(db, liveness_s)
+    finally:
+        await db.close()
+    print(orjson.dumps(status).decode() if as_json else render(status, liveness_s))
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if ns.data_dir is not None:
+        print(
+            "chartgen cluster: error: --data-dir does not apply: the cluster's state is in PostgreSQL"
+            " (postgres_dsn); drop --data-dir",
+            file=sys.stderr,
+        )
+        return 2
+    if ns.action == "status" and not 0 < ns.liveness <= 3600:
+        print("chartgen cluster: error: --liveness must be between 0 and 3600 seconds", file=sys.stderr)
+        return 2
+    try:
+        dsn = _dsn(ns)
+    except (ValidationError, ConfigFileError) as exc:
+        print(f"chartgen cluster: error: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    if not dsn:
+        print(
+            "chartgen cluster: error: no PostgreSQL configured: set postgres_dsn in the settings file,"
+            " CHARTGEN_POSTGRES_DSN, or pass --postgres-dsn",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if ns.action == "migrate":
+            return asyncio.run(_migrate(dsn))
+        return asyncio.run(_status(dsn, ns.json, ns.liveness))
+    except DatabaseError as exc:
+        print(f"chartgen cluster: error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,91 @@
+"""``chartgen cluster migrate | status`` against a real PostgreSQL: the schema applied once, then
+the members, leases, order intents and market assignment the cluster's state holds; clear
+errors for a missing or unreachable ``postgres_dsn`` that never show its password."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from alerts.models import Alert
+from alerts.pg_store import PgAlertStore
+from brokers.models import OrderRequest
+from cluster.lease import Leases
+from cluster.membership import Membership, owner_of
+from cluster.orders import OrderIntents
+from config.postgres import PostgresDatabase
+from tests.daemon.test_cli_state_options import chartgen
+from tests.support.nginx import free_port
+
+
+async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: Any, tmp_path: Path) -> None:
+    dsn = await postgres.new_database()
+    code, out, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)
+    assert code == 0, err
+    assert "alerts v1" in out and "cluster_leases v1" in out and "cluster_orders v1" in out
+    code, _, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)  # a second run changes nothing
+    assert code == 0, err
+
+    db = await PostgresDatabase.open(dsn)
+    try:
+        members = Membership(db)
+        await members.heartbeat("worker@a", "worker", "10.0.0.1")
+        await members.heartbeat("worker@b", "worker", "10.0.0.2")
+        await members.heartbeat("worker@gone", "worker")
+        await db.execute(
+            "UPDATE cluster_members SET last_seen = last_seen - interval '1 minute' WHERE id = 'worker@gone'"
+        )
+        await members.heartbeat("front@a", "front", "10.0.0.3")
+        assert await Leases(db).acquire("orders/main", "worker@a", 30) is not None
+        await OrderIntents(db).submit(
+            "main",
+            OrderRequest(symbol="BTCUSDT", side="BUY", type="MARKET", client_order_id=uuid.uuid4().hex, quantity=None),
+        )
+        now = time.time()
+        await PgAlertStore(db).insert_many(
+            [
+                Alert(
+                    id=uuid.uuid4().hex,
+                    principal="p",
+                    symbol=s,
+                    interval="1h",
+                    kind="price_above",
+                    threshold=1.0,
+                    created_at=now,
+                )
+                for s in ("BTCUSDT", "ETHUSDT", "SOLUSDT")
+            ]
+        )
+    finally:
+        await db.close()
+
+    code, out, err = await chartgen("cluster", "status", "--json", "--postgres-dsn", dsn)
+    assert code == 0, err
+    status = orjson.loads(out)
+    live = {m["id"]: m["live"] for m in status["members"]}
+    assert live == {"worker@a": True, "worker@b": True, "worker@gone": False, "front@a": True}
+    assert [(x["name"], x["holder"], x["token"]) for x in status["leases"]] == [("orders/main", "worker@a", 1)]
+    assert status["order_intents"] == {"main": {"queued": 1}}
+    markets = ["BTCUSDT 1h", "ETHUSDT 1h", "SOLUSDT 1h"]
+    expected = {w: [m for m in markets if owner_of(m, ["worker@a", "worker@b"]) == w] for w in ("worker@a", "worker@b")}
+    assert status["assignment"] == expected and status["markets_with_alerts"] == 3
+
+    code, out, err = await chartgen("cluster", "status", "--postgres-dsn", dsn)
+    assert code == 0, err
+    assert "orders/main  holder worker@a  token 1" in out and "worker@gone" in out and "dead" in out
+
+
+async def test_missing_unreachable_or_unmigrated_postgres_is_a_clear_error(postgres: Any, tmp_path: Path) -> None:
+    code, _, err = await chartgen("cluster", "status")
+    assert code == 2 and "set postgres_dsn" in err, err
+    config = tmp_path / "chartgen.toml"
+    config.write_text(f'postgres_dsn = "postgresql://chartgen:hunter2-secret@127.0.0.1:{free_port()}/x"\n')
+    code, _, err = await chartgen("cluster", "--config", str(config), "status")
+    assert code == 1 and "postgres_dsn=postgresql://chartgen:***@" in err, err
+    assert "hunter2-secret" not in err and "Traceback" not in err
+    code, _, err = await chartgen("cluster", "status", "--postgres-dsn", await postgres.new_database())
+    assert code == 1 and "run `chartgen cluster migrate` first" in err, err
