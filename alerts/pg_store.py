@@ -16,6 +16,11 @@ upper bounds of the queue sizes for the caps (alerts/pg_schema.py says why a Pos
 sequence would not do).  The caps behave as SQLite's: a queue is cut back to its cap once past
 ``QueueLimits.trim_above(cap)``.
 
+PostgreSQL unreachable: every write raises :class:`~config.postgres.StorageUnavailable` saying what
+was not done (``alert not set``, ``firing not confirmed``, …); a transaction that did not commit
+changed nothing, and one whose commit's answer was lost is found done by the next call (an alert
+that fired is gone), so repeating the call once the server is back is always safe.
+
 Not built on PostgreSQL yet (each refused with a clear error rather than half done): alerts
 that carry an order action (their order intent belongs in the order store's transaction, and
 the order store has no PostgreSQL implementation yet) and notification channels (the outbox's
@@ -38,7 +43,7 @@ from alerts.outbox_store import ChannelRouting
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
 from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
-from config.postgres import RETRYABLE_SQLSTATES, PostgresDatabase, rowcount
+from config.postgres import RETRYABLE_SQLSTATES, PostgresDatabase, rowcount, unreachable_as
 
 __all__ = ["PG_MIGRATIONS", "PgAlertStore"]
 
@@ -113,12 +118,14 @@ class PgAlertStore:
         self.limits = limits or QueueLimits()
         self.on_enqueued: Callable[[], None] | None = None
 
-    async def _retrying(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """Run ``fn`` in a transaction, again when PostgreSQL aborted it for a deadlock or serialization."""
+    async def _retrying(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], refused: str) -> T:
+        """Run ``fn`` in a transaction, again when PostgreSQL aborted it for a deadlock or serialization;
+        PostgreSQL unreachable → :class:`StorageUnavailable` ``refused`` (the transaction did nothing)."""
         for attempt in range(_RETRIES):
             try:
-                async with self.db.transaction() as conn:
-                    return await fn(conn)
+                with unreachable_as(refused, self.db.where):
+                    async with self.db.transaction() as conn:
+                        return await fn(conn)
             except asyncpg.PostgresError as exc:
                 if getattr(exc, "sqlstate", None) not in RETRYABLE_SQLSTATES or attempt == _RETRIES - 1:
                     raise
@@ -127,7 +134,8 @@ class PgAlertStore:
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
-        await self.db.execute(_INSERT_ALERT, *alert_row(alert))
+        with unreachable_as("alert not set", self.db.where):
+            await self.db.execute(_INSERT_ALERT, *alert_row(alert))
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts.
@@ -143,7 +151,7 @@ class PgAlertStore:
             await conn.execute(_INSERT_ALERT, *alert_row(alert))
             return True
 
-        return await self._retrying(insert)
+        return await self._retrying(insert, "alert not set")
 
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one COPY in one transaction."""
@@ -193,7 +201,7 @@ class PgAlertStore:
             )
             return alert
 
-        return await self._retrying(remove)
+        return await self._retrying(remove, f"alert {alert_id} not {outcome}")
 
     async def expired(self, now: float) -> list[str]:
         rows = await self.db.fetch("SELECT id FROM alerts WHERE expires_at IS NOT NULL AND expires_at <= $1", now)
@@ -219,7 +227,10 @@ class PgAlertStore:
             )
         if not firings:
             return []
-        return await self._retrying(lambda conn: self._fire_tx(conn, firings))
+        return await self._retrying(
+            lambda conn: self._fire_tx(conn, firings),
+            "firing not confirmed: fire again once PostgreSQL is back (an alert fires at most once)",
+        )
 
     async def fire_synced_later(self, firings: Sequence[Firing]) -> tuple[list[Fired], asyncio.Future[None]]:
         """:meth:`fire`: a PostgreSQL commit is already on disk, so the second value is done."""
@@ -306,7 +317,10 @@ class PgAlertStore:
     # --- poll queue --------------------------------------------------------------------
     async def drain(self, principal: str) -> list[dict[str, Any]]:
         """Take every queued notification of ``principal`` (oldest first) and remove them, atomically."""
-        rows = await self.db.fetch("DELETE FROM notifications WHERE principal = $1 RETURNING id, payload", principal)
+        with unreachable_as("notifications not taken", self.db.where):
+            rows = await self.db.fetch(
+                "DELETE FROM notifications WHERE principal = $1 RETURNING id, payload", principal
+            )
         return [orjson.loads(r["payload"]) for r in sorted(rows, key=lambda r: r["id"])]
 
     async def poll_queue_size(self, principal: str) -> int:
@@ -314,6 +328,10 @@ class PgAlertStore:
 
     # --- push subscriptions and queue ---------------------------------------------------
     async def subscribe(self, sub: Subscription, now: float) -> None:
+        with unreachable_as("subscription not changed", self.db.where):
+            await self._subscribe(sub, now)
+
+    async def _subscribe(self, sub: Subscription, now: float) -> None:
         await self.db.execute(
             "INSERT INTO push_subscriptions (principal, symbols, alert_types, channels, updated_at)"
             " VALUES ($1, $2, $3, $4, $5)"
@@ -323,6 +341,10 @@ class PgAlertStore:
         )
 
     async def unsubscribe(self, principal: str) -> bool:
+        with unreachable_as("subscription not removed", self.db.where):
+            return await self._unsubscribe(principal)
+
+    async def _unsubscribe(self, principal: str) -> bool:
         async with self.db.transaction() as conn:
             removed = rowcount(await conn.execute("DELETE FROM push_subscriptions WHERE principal = $1", principal))
             await conn.execute("DELETE FROM push_queue WHERE principal = $1", principal)

@@ -133,3 +133,40 @@ class Membership:
                 older_than_s,
             )
         )
+
+
+@dataclass(frozen=True)
+class AssignmentChange:
+    """What one refresh changed for this worker: markets to start and to stop following."""
+
+    follow: list[str]
+    unfollow: list[str]
+    workers: list[str]
+    """The live workers the assignment was computed over (this one included)."""
+
+
+class MarketAssignment:
+    """One worker's share of the cluster's markets, kept current from the heartbeats.
+
+    Each :meth:`refresh` heartbeats, reads the live workers and keeps the markets whose
+    rendezvous owner is this worker.  A worker that died is dropped by the others once its
+    heartbeat is older than the liveness window; until then its markets are followed by nobody
+    (the hand-over gap the new owner closes by backfilling from REST before it evaluates alerts).
+    Two workers may briefly both follow a market (a joining worker before the old owner
+    refreshes): harmless to alerts, whose firing is exactly-once in the store."""
+
+    def __init__(self, membership: Membership, member_id: str, address: str = "") -> None:
+        self.membership = membership
+        self.member_id = member_id
+        self.address = address
+        self.owned: frozenset[str] = frozenset()
+
+    async def refresh(self, markets: Iterable[str]) -> AssignmentChange:
+        await self.membership.heartbeat(self.member_id, "worker", self.address)
+        live = await self.membership.live("worker")
+        if self.member_id not in live:  # heard a moment ago: only a clock edge can hide it
+            live = sorted([*live, self.member_id])
+        mine = frozenset(m for m in markets if owner_of(m, live) == self.member_id)
+        change = AssignmentChange(sorted(mine - self.owned), sorted(self.owned - mine), live)
+        self.owned = mine
+        return change

@@ -18,7 +18,7 @@ import structlog
 from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
 from cluster.lease import Lease, LeaseLost, Leases
 from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, ORDER_JSON, REQUEST_JSON, State, lease_name
-from config.postgres import PostgresDatabase
+from config.postgres import UNREACHABLE, PostgresDatabase
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +63,8 @@ class OrderLeader:
         self.lease: Lease | None = None
         self._led_since = 0.0
         self._renewed_at = 0.0
+        self.degraded: str | None = None
+        """Why the last round failed (PostgreSQL away, …), for readiness; None after a good round."""
 
     @property
     def leading(self) -> bool:
@@ -193,7 +195,7 @@ class OrderLeader:
     async def resign(self) -> None:
         """Give the lease up (clean shutdown)."""
         if self.lease is not None:
-            with contextlib.suppress(asyncpg.PostgresError, OSError):
+            with contextlib.suppress(*UNREACHABLE, asyncpg.PostgresError):
                 await self.lease.release()
             self.lease = None
 
@@ -204,31 +206,33 @@ async def run_leader(leader: OrderLeader, stop: asyncio.Event, *, idle_s: float 
     supervised task; tests and benches run it directly."""
     woken = asyncio.Event()
 
-    def on_intent(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def on_intent(payload: str) -> None:
         if payload == leader.account:
             woken.set()
 
-    async with leader.db.pool.acquire() as conn:
-        await conn.add_listener(INTENTS_CHANNEL, on_intent)
-        try:
-            while not stop.is_set():
-                woken.clear()
-                try:
-                    sent = await leader.step()
-                except LeaseLost as exc:  # fenced out mid-round: seek the lease again next round
-                    log.warning("order_leader_fenced_out", error=str(exc))
-                    leader.lease = None
-                    sent = 0
-                except (asyncpg.PostgresError, OSError) as exc:
-                    log.warning("order_leader_round_failed", error=str(exc))
-                    sent = 0
-                if sent:
-                    continue  # more may be queued
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(woken, stop), idle_s)
-        finally:
-            await conn.remove_listener(INTENTS_CHANNEL, on_intent)
-            await leader.resign()
+    listener = leader.db.listener(INTENTS_CHANNEL, on_intent)
+    try:
+        while not stop.is_set():
+            woken.clear()
+            await listener.ensure()  # (re)connects after PostgreSQL was away; the round below re-reads
+            try:
+                sent = await leader.step()
+                leader.degraded = None
+            except LeaseLost as exc:  # fenced out mid-round: seek the lease again next round
+                log.warning("order_leader_fenced_out", error=str(exc))
+                leader.lease = None
+                sent = 0
+            except (*UNREACHABLE, asyncpg.PostgresError) as exc:
+                leader.degraded = f"{type(exc).__name__}: {exc}"
+                log.warning("order_leader_round_failed", error=leader.degraded)
+                sent = 0
+            if sent:
+                continue  # more may be queued
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_first(woken, stop), idle_s)
+    finally:
+        await listener.close()
+        await leader.resign()
 
 
 async def _first(*events: asyncio.Event) -> None:

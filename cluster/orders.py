@@ -48,7 +48,7 @@ from pydantic import TypeAdapter
 
 from brokers.models import ExchangeOrder, OrderRequest
 from config.migrations import Migrations
-from config.postgres import PostgresDatabase
+from config.postgres import PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
 
@@ -110,31 +110,34 @@ def _answer(row: asyncpg.Record) -> Answer:
 class OrderIntents:
     """The front's side: record intents and wait for their answers.
 
-    One connection of the pool listens on ``cluster_order_answers`` for every waiting call (taken
-    at the first wait, given back by :meth:`close`): a connection per waiting call would let many
-    concurrent ``place_order`` calls take the whole pool and starve their own answer checks."""
+    One connection listens on ``cluster_order_answers`` for every waiting call (opened at the first
+    wait, closed by :meth:`close`; re-opened after PostgreSQL was away): a pooled connection per
+    waiting call would let many concurrent ``place_order`` calls take the whole pool and starve
+    their own answer checks."""
 
     def __init__(self, db: PostgresDatabase) -> None:
         self.db = db
         self._waiters: dict[str, set[asyncio.Event]] = {}
-        self._listener: asyncpg.pool.PoolConnectionProxy | None = None
-        self._listen_lock = asyncio.Lock()
+        self._listener = db.listener(ANSWERS_CHANNEL, self._on_answer)
 
     async def submit(self, account: str, req: OrderRequest) -> None:
         """Record ``req`` as queued for ``account``'s leader (one transaction, which also wakes it).
 
-        A client order id already recorded is refused (ValueError naming it): one id, one order."""
+        A client order id already recorded is refused (ValueError naming it): one id, one order.
+        PostgreSQL unreachable: :class:`StorageUnavailable` — the intent was not recorded and nothing
+        will be sent for it."""
         try:
-            async with self.db.transaction() as conn:
-                await conn.execute(
-                    "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
-                    " VALUES ($1, $2, $3, $4, 'queued')",
-                    req.client_order_id,
-                    account,
-                    req.owner,
-                    REQUEST_JSON.dump_json(req).decode(),
-                )
-                await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
+            with unreachable_as("order not recorded, nothing sent", self.db.where):
+                async with self.db.transaction() as conn:
+                    await conn.execute(
+                        "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
+                        " VALUES ($1, $2, $3, $4, 'queued')",
+                        req.client_order_id,
+                        account,
+                        req.owner,
+                        REQUEST_JSON.dump_json(req).decode(),
+                    )
+                    await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
         except asyncpg.UniqueViolationError as exc:
             raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one") from exc
 
@@ -148,34 +151,27 @@ class OrderIntents:
             return None
         return _answer(row)
 
-    def _on_answer(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _on_answer(self, payload: str) -> None:
         for event in self._waiters.get(payload, ()):
             event.set()
 
-    async def _listen(self) -> None:
-        async with self._listen_lock:
-            if self._listener is None:
-                conn = await self.db.pool.acquire()
-                await conn.add_listener(ANSWERS_CHANNEL, self._on_answer)
-                self._listener = conn
-
     async def wait_answer(self, client_order_id: str, timeout_s: float) -> Answer | None:
         """The answer, waiting up to ``timeout_s`` for it (None when it has not come by then)."""
-        await self._listen()
         arrived = asyncio.Event()
         self._waiters.setdefault(client_order_id, set()).add(arrived)
         try:
             deadline = time.monotonic() + timeout_s
             while True:
                 arrived.clear()
+                listening = await self._listener.ensure()
                 found = await self.answer(client_order_id)  # after LISTEN: an answer cannot slip by
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), left)
+                with contextlib.suppress(TimeoutError):  # not listening (PostgreSQL away): look again soon
+                    await asyncio.wait_for(arrived.wait(), left if listening else min(left, 0.5))
         finally:
             waiting = self._waiters.get(client_order_id)
             if waiting is not None:
@@ -184,13 +180,8 @@ class OrderIntents:
                     del self._waiters[client_order_id]
 
     async def close(self) -> None:
-        """Give the listening connection back to the pool."""
-        async with self._listen_lock:
-            if self._listener is not None:
-                conn, self._listener = self._listener, None
-                with contextlib.suppress(asyncpg.PostgresError, OSError):
-                    await conn.remove_listener(ANSWERS_CHANNEL, self._on_answer)
-                await self.db.pool.release(conn)
+        """Close the listening connection."""
+        await self._listener.close()
 
     async def counts(self, account: str) -> dict[str, int]:
         rows = await self.db.fetch(

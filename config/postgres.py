@@ -26,8 +26,9 @@ Errors name the setting and what to do; the DSN is never printed with its passwo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -66,6 +67,11 @@ class PostgresDatabase:
     def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
         self.pool = pool
         self.where = redacted(dsn)
+        self._dsn = dsn
+
+    def listener(self, channel: str, on_payload: Callable[[str], None]) -> Listener:
+        """A ``LISTEN channel`` on a connection of its own, re-established after a loss (:class:`Listener`)."""
+        return Listener(self._dsn, self.where, channel, on_payload)
 
     @classmethod
     async def open(
@@ -150,6 +156,74 @@ class PostgresDatabase:
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         async with self.transaction() as conn:
             await conn.executemany(sql, rows)
+
+
+class Listener:
+    """``LISTEN`` on one channel over a dedicated connection (not the pool's: a pooled connection
+    lost while the server is away is taken back by the pool under the listener).
+
+    :meth:`ensure` connects if not connected and says whether it is; a notification sent while
+    it was not connected is lost, so the caller re-checks the state it waits for after every
+    :meth:`ensure` that reconnected, and polls while :attr:`connected` is False."""
+
+    def __init__(self, dsn: str, where: str, channel: str, on_payload: Callable[[str], None]) -> None:
+        self._dsn = dsn
+        self._where = where
+        self._channel = channel
+        self._on_payload = on_payload
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    def _deliver(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._on_payload(payload)
+
+    async def ensure(self) -> bool:
+        async with self._lock:
+            if self.connected:
+                return True
+            self._conn = None
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=5)
+                await conn.add_listener(self._channel, self._deliver)
+            except (*UNREACHABLE, asyncpg.PostgresError) as exc:
+                log.info("postgres_listener_down", channel=self._channel, where=self._where, error=repr(exc))
+                return False
+            self._conn = conn
+            return True
+
+    async def close(self) -> None:
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None and not conn.is_closed():
+                with contextlib.suppress(*UNREACHABLE, asyncpg.PostgresError):
+                    await conn.close(timeout=5)
+
+
+class StorageUnavailable(DatabaseError):
+    """PostgreSQL could not be reached for a write: nothing was recorded (the message says what)."""
+
+
+UNREACHABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InterfaceError,
+    OSError,
+    TimeoutError,
+)
+"""What a lost, refused or shut-down connection raises (the server is away, not the statement wrong)."""
+
+
+@contextlib.contextmanager
+def unreachable_as(message: str, where: str) -> Iterator[None]:
+    """Turn a lost connection inside the block into :class:`StorageUnavailable` ``message``."""
+    try:
+        yield
+    except UNREACHABLE as exc:
+        raise StorageUnavailable(f"{message}: PostgreSQL at postgres_dsn={where} cannot be reached ({exc!r})") from exc
 
 
 def rowcount(tag: str) -> int:

@@ -26,8 +26,10 @@ SLOW_SUITES = (
     "tests/alerts/test_alert_actions_daemon.py",
     "tests/brokers/test_halt_daemon.py",
     "tests/brokers/test_unattended_daemon.py",
+    "tests/cluster/test_order_leader.py",
 )
-"""The chaos and crash suites: marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;
+"""The chaos and crash suites (the cluster's order leader killed, paused, its PostgreSQL stopped
+included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;
 CI runs both)."""
 
 

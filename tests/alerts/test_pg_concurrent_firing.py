@@ -122,3 +122,36 @@ async def test_action_alerts_and_channels_are_refused_not_half_done(postgres: An
             PgAlertStore(dbs[0], routing=ChannelRouting(known=frozenset({"ntfy"})))
     finally:
         await dbs[0].close()
+
+
+async def test_postgres_away_refuses_writes_clearly_and_nothing_is_lost() -> None:
+    """The server stopped: setting and firing alerts raise StorageUnavailable naming what was not done
+    (and never the password); back on the same port, the pool reconnects by itself and the same
+    firing fires each alert once."""
+    from config.postgres import StorageUnavailable
+    from tests.support.postgres import postgres_server
+
+    own = postgres_server()  # a server of its own: this test stops it
+    server = await asyncio.to_thread(own.__enter__)
+    try:
+        db = await PostgresDatabase.open(await server.new_database(), min_size=1, max_size=2)
+        try:
+            await db.migrate([PG_MIGRATIONS])
+            store = PgAlertStore(db)
+            armed = [alert("a", 10.0 + i) for i in range(3)]
+            await store.insert_many(armed)
+            await asyncio.to_thread(server.stop)
+            with pytest.raises(StorageUnavailable, match="alert not set"):
+                await store.insert_capped(alert("a", 99.0), 100)
+            with pytest.raises(StorageUnavailable, match="firing not confirmed") as refused:
+                await store.fire([firing(a) for a in armed])
+            assert "postgres_dsn=postgresql://" in str(refused.value)
+            await asyncio.to_thread(server.start)
+            fired = await store.fire([firing(a) for a in armed])
+            assert [f.alert.id for f in fired] == [a.id for a in armed]
+            assert await store.fire([firing(a) for a in armed]) == []
+            assert [n["alert_id"] for n in await store.drain("a")] == [a.id for a in armed]
+        finally:
+            await db.close()
+    finally:
+        await asyncio.to_thread(own.__exit__, None, None, None)

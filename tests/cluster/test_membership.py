@@ -77,3 +77,32 @@ async def test_heartbeats_make_members_live_and_silence_or_leaving_removes_them(
 async def test_a_bad_role_is_refused(cluster_db: PostgresDatabase) -> None:
     with pytest.raises(ValueError, match="role must be one of"):
         await Membership(cluster_db).heartbeat("x", "leader")
+
+
+async def test_three_workers_share_600_markets_and_a_dead_ones_move_to_the_others(
+    cluster_db: PostgresDatabase,
+) -> None:
+    """Every market has exactly one owner among the live workers; when one falls silent, the
+    others take exactly its markets at their next refresh; a joining worker takes only its own."""
+    from cluster.membership import MarketAssignment
+
+    members = Membership(cluster_db, liveness_s=6.0)
+    workers = [MarketAssignment(members, new_member_id("worker")) for _ in range(3)]
+    for w in workers:
+        await w.refresh(MARKETS)
+    for w in workers:  # a second round: every worker now sees all three
+        await w.refresh(MARKETS)
+    owners = [w.owned for w in workers]
+    assert sorted(m for o in owners for m in o) == sorted(MARKETS)  # disjoint and complete
+    dead, *alive = workers
+    await cluster_db.execute(
+        "UPDATE cluster_members SET last_seen = last_seen - interval '10 seconds' WHERE id = $1", dead.member_id
+    )
+    changes = [await w.refresh(MARKETS) for w in alive]
+    assert all(c.unfollow == [] for c in changes)
+    assert sorted(m for c in changes for m in c.follow) == sorted(dead.owned)
+    assert sorted(m for w in alive for m in w.owned) == sorted(MARKETS)
+    joining = MarketAssignment(members, new_member_id("worker"))
+    gained = await joining.refresh(MARKETS)
+    lost = [await w.refresh(MARKETS) for w in alive]
+    assert sorted(m for c in lost for m in c.unfollow) == sorted(gained.follow) == sorted(joining.owned)

@@ -263,3 +263,60 @@ async def test_an_order_whose_answer_was_lost_is_settled_by_asking_the_exchange(
         await task
         await intents.close()
         await broker.close()
+
+
+async def test_the_order_path_rides_out_a_postgres_outage(sim: Any) -> None:
+    """PostgreSQL stopped: a new order is refused clearly (not recorded, nothing sent), the leader
+    reports itself degraded; PostgreSQL back on the same port: both recover by themselves, and every
+    order recorded before or after was sent exactly once."""
+    from config.postgres import StorageUnavailable
+    from tests.support.postgres import postgres_server
+
+    own = postgres_server()  # a server of its own: this test stops it
+    server = await asyncio.to_thread(own.__enter__)
+    broker = await _broker(sim)
+    stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
+    db = leader_db = None
+    try:
+        dsn = await server.new_database()
+        db = await PostgresDatabase.open(dsn, min_size=1, max_size=4)
+        await db.migrate([LEASE_MIGRATIONS, ORDER_MIGRATIONS])
+        leader_db = await PostgresDatabase.open(dsn, min_size=1, max_size=3)
+        leader = OrderLeader(leader_db, broker, account=ACCOUNT, member_id="m", ttl_s=TTL_S)
+        task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
+        intents = OrderIntents(db)
+        before = [buy(i) for i in range(5)]
+        for r in before:
+            await intents.submit(ACCOUNT, r)
+        answers = [await intents.wait_answer(r.client_order_id, 30) for r in before]
+        await intents.close()
+
+        await asyncio.to_thread(server.stop)
+        refused = buy(99)
+        with pytest.raises(StorageUnavailable, match="order not recorded, nothing sent"):
+            await intents.submit(ACCOUNT, refused)
+        await _until(lambda: _is_degraded(leader), 10)
+
+        await asyncio.to_thread(server.start)
+        after = [buy(100 + i) for i in range(5)]
+        for r in after:
+            await intents.submit(ACCOUNT, r)  # the pool reconnects by itself
+        answers += [await intents.wait_answer(r.client_order_id, 30) for r in after]
+        assert check_exactly_once(answers, sim) == (10, 0)
+        assert exchange_orders(sim)[refused.client_order_id] == 0
+        await _until(lambda: _is_degraded(leader, False), 10)
+        await intents.close()
+    finally:
+        stop.set()
+        if task is not None:
+            await task
+        await broker.close()
+        for pool in (db, leader_db):
+            if pool is not None:
+                await pool.close()
+        await asyncio.to_thread(own.__exit__, None, None, None)
+
+
+async def _is_degraded(leader: OrderLeader, wanted: bool = True) -> bool:
+    return (leader.degraded is not None) == wanted

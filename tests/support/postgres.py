@@ -46,6 +46,35 @@ class PostgresServer:
     port: int
     directory: Path
     bindir: Path
+    owner: str | None = None
+    options: str = ""
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown); :meth:`start` brings it back on the same port and data."""
+        _run_as(
+            self.owner,
+            [str(self.bindir / "pg_ctl"), "-D", str(self.directory / "data"), "-m", "fast", "-w", "stop"],
+            cwd=str(self.directory),
+        )
+
+    def start(self) -> None:
+        _run_as(
+            self.owner,
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.directory / "data"),
+                "-l",
+                str(self.directory / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                self.options,
+                "start",
+            ],
+            cwd=str(self.directory),
+        )
 
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{database}"
@@ -91,27 +120,12 @@ def postgres_server(*, fsync: bool = True, settings: dict[str, str] | None = Non
             **(settings or {}),
         }
         opts = " ".join(f"-c {k}={v}" for k, v in options.items())
-        _run_as(
-            owner,
-            [
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(top / "server.log"),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                opts,
-                "start",
-            ],
-            cwd=str(top),
-        )
+        server = PostgresServer("127.0.0.1", port, top, bindir, owner, opts)
+        server.start()
         try:
-            yield PostgresServer("127.0.0.1", port, top, bindir)
+            yield server
         finally:
-            _run_as(owner, [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], cwd=str(top))
+            server.stop()
     except subprocess.CalledProcessError as exc:
         log = (top / "server.log").read_text(errors="replace") if (top / "server.log").exists() else ""
         raise RuntimeError(f"PostgreSQL failed: {exc.stderr.decode(errors='replace')}\n{log[-2000:]}") from exc
