@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,9 +126,19 @@ class NatsServer:
             raise RuntimeError(f"nats-server not ready within {timeout_s:g} s: {tail[-2000:]}") from None
 
     def pause(self) -> None:
-        """SIGSTOP: the server keeps its connections but answers nothing (a stalled server)."""
+        """SIGSTOP: the server keeps its connections but answers nothing (a stalled server).
+
+        Returns once every thread of the server is stopped: ``kill`` returns when the signal is
+        queued, and a thread of the (Go, multi-threaded) server running on another core may still
+        answer a request for a moment — a test that publishes right after would race it."""
         assert self.proc is not None and self.proc.returncode is None
         os.killpg(self.proc.pid, signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        deadline = time.monotonic() + 5.0
+        while not all(_stopped(stat) for stat in tasks.glob("*/stat")):
+            if time.monotonic() > deadline:
+                raise RuntimeError("nats-server did not stop within 5 s of SIGSTOP")
+            time.sleep(0.001)  # polling the kernel's view of the threads, bounded above
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""
@@ -141,6 +152,15 @@ class NatsServer:
             return
         await stop_process_group(proc)  # a paused server handles the SIGTERM once continued
         self.proc = None
+
+
+def _stopped(stat: Path) -> bool:
+    """Whether the thread whose ``/proc/…/stat`` this is is stopped (state T or t); gone counts as stopped."""
+    try:
+        text = stat.read_text()
+    except OSError:
+        return True
+    return text[text.rindex(")") + 2] in "Tt"
 
 
 @contextlib.asynccontextmanager
