@@ -12,7 +12,8 @@ writing at once require:
   SQLite store keeps them in process memory, which only works with one writer).
 - ``push_queue`` is keyed by (principal, seq): SSE ``Last-Event-ID`` is per principal stream.
 
-``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.
+``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.  Step 2 indexes
+alerts by market, which a cluster worker reads its share by.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ PG_MIGRATIONS = Migrations(
                 poll_queued BIGINT NOT NULL DEFAULT 0
             )
             """,
+        ),
+        (
+            2,
+            # a cluster worker reads the alerts of its markets (PgAlertStore.active_in)
+            "CREATE INDEX alerts_market ON alerts (symbol, interval)",
         ),
     ),
 )

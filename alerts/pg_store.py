@@ -40,6 +40,9 @@ import orjson
 from alerts.action_store import CommitAction, PlannedAction
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
 from alerts.outbox_store import ChannelRouting
+from alerts.pg_changes import notify_gone, notify_reload, notify_set
+from alerts.pg_firing_sql import RECORD as _RECORD
+from alerts.pg_firing_sql import TAKE as _TAKE
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
 from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
@@ -54,53 +57,6 @@ _INSERT_ALERT = (
     "INSERT INTO alerts (id, principal, symbol, interval, kind, record, created_at, expires_at)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 )
-
-_TAKE = """
-WITH taken AS (
-    DELETE FROM alerts WHERE id IN (SELECT id FROM alerts WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)
-    RETURNING id, principal, record
-)
-SELECT taken.id, taken.record, taken.principal, s.principal IS NOT NULL AS subscribed,
-       s.symbols, s.alert_types, s.channels
-FROM taken LEFT JOIN push_subscriptions s ON s.principal = taken.principal
-"""
-"""Lock (in id order) and remove the alerts still armed, with their owners' push subscriptions."""
-
-_RECORD = """
-WITH counters AS (
-    INSERT INTO principal_counters AS c (principal, push_seq, push_queued, poll_queued)
-    SELECT * FROM unnest($1::text[], $2::bigint[], $2::bigint[], $3::bigint[])
-    ON CONFLICT (principal) DO UPDATE SET push_seq = c.push_seq + excluded.push_seq,
-        push_queued = c.push_queued + excluded.push_queued, poll_queued = c.poll_queued + excluded.poll_queued
-    RETURNING principal, push_seq, push_queued, poll_queued
-), events AS (
-    INSERT INTO alert_events (alert_id, principal, outcome, at, value, bar_time, record)
-    SELECT a, p, 'fired', t, v, b, r
-    FROM unnest($4::text[], $5::text[], $6::float8[], $7::float8[], $8::bigint[], $9::text[]) AS x(a, p, t, v, b, r)
-), notified AS (
-    INSERT INTO notifications (alert_id, principal, payload, created_at)
-    SELECT a, p, payload, $11 FROM unnest($4::text[], $5::text[], $10::text[]) AS x(a, p, payload)
-    ON CONFLICT (alert_id) DO NOTHING
-), frames AS (
-    SELECT x.a, x.frame, al.principal,
-           row_number() OVER (PARTITION BY al.principal ORDER BY x.n) AS rank,
-           count(*) OVER (PARTITION BY al.principal) AS k
-    FROM unnest($12::text[], $13::text[]) WITH ORDINALITY AS x(a, frame, n)
-    JOIN unnest($4::text[], $5::text[]) AS al(a, principal) ON al.a = x.a
-), queued AS (
-    INSERT INTO push_queue (principal, seq, alert_id, frame, enqueued_at)
-    SELECT f.principal, c.push_seq - f.k + f.rank, f.a, f.frame, $11
-    FROM frames f JOIN counters c ON c.principal = f.principal
-    ON CONFLICT DO NOTHING
-    RETURNING alert_id, seq
-)
-SELECT NULL AS alert_id, NULL::bigint AS seq, principal, push_queued, poll_queued FROM counters
-UNION ALL
-SELECT alert_id, seq, NULL, NULL, NULL FROM queued
-"""
-"""In one statement: move each principal's counters (push sequence numbers in commit order), record the
-audit rows, queue the poll notifications and the push frames with their sequence numbers (the i-th of a
-principal's n frames gets ``push_seq - n + i``); returns the counters and each frame's number."""
 
 
 class PgAlertStore:
@@ -134,8 +90,11 @@ class PgAlertStore:
 
     # --- alerts ----------------------------------------------------------------------
     async def insert(self, alert: Alert) -> None:
-        with unreachable_as("alert not set", self.db.where):
-            await self.db.execute(_INSERT_ALERT, *alert_row(alert))
+        async def insert(conn: asyncpg.Connection) -> None:
+            await conn.execute(_INSERT_ALERT, *alert_row(alert))
+            await notify_set(conn, alert)
+
+        await self._retrying(insert, "alert not set")
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts.
@@ -149,6 +108,7 @@ class PgAlertStore:
             if n >= max_per_principal:
                 return False
             await conn.execute(_INSERT_ALERT, *alert_row(alert))
+            await notify_set(conn, alert)
             return True
 
         return await self._retrying(insert, "alert not set")
@@ -157,6 +117,7 @@ class PgAlertStore:
         """Bulk insert (benchmarks, imports): one COPY in one transaction."""
         async with self.db.transaction() as conn:
             await conn.copy_records_to_table("alerts", records=[alert_row(a) for a in alerts], columns=ALERT_COLUMNS)
+            await notify_reload(conn)
 
     async def active_batches(self, size: int = 10_000) -> AsyncIterator[list[Alert]]:
         after = ""
@@ -166,6 +127,18 @@ class PgAlertStore:
                 return
             yield [alert_of(r["record"]) for r in rows]
             after = rows[-1]["id"]
+
+    async def active_in(self, markets: Iterable[tuple[str, str]]) -> list[Alert]:
+        """The armed alerts of these (symbol, interval) markets (a cluster worker's share)."""
+        pairs = list(markets)
+        symbols, intervals = zip(*pairs, strict=True) if pairs else ((), ())
+        rows = await self.db.fetch(
+            "SELECT a.record FROM alerts a JOIN unnest($1::text[], $2::text[]) AS m(symbol, interval)"
+            " ON a.symbol = m.symbol AND a.interval = m.interval",
+            list(symbols),
+            list(intervals),
+        )
+        return [alert_of(r["record"]) for r in rows]
 
     async def active(self) -> list[Alert]:
         return [alert_of(r["record"]) for r in await self.db.fetch("SELECT record FROM alerts ORDER BY created_at")]
@@ -199,6 +172,7 @@ class PgAlertStore:
                 now,
                 record,
             )
+            await notify_gone(conn, alert)
             return alert
 
         return await self._retrying(remove, f"alert {alert_id} not {outcome}")

@@ -174,7 +174,13 @@ class Settings(BaseSettings):
     # --- scale-out (docs/design.md §11; no cluster role runs yet) ------------------------------
     postgres_dsn: SecretStr | None = None
     """The cluster's PostgreSQL (``postgresql://user:password@host:5432/db``): read by ``chartgen cluster
-    migrate | status``; the single-process daemon keeps SQLite.  Env: CHARTGEN_POSTGRES_DSN."""
+    migrate | status`` and ``chartgen worker``; the single-process daemon keeps SQLite.  Env:
+    CHARTGEN_POSTGRES_DSN."""
+    cluster_heartbeat_s: float = Field(default=1.0, gt=0, le=30)
+    """A cluster worker's heartbeat, market-assignment refresh and hand-over-mark period (seconds)."""
+    cluster_liveness_s: float = Field(default=4.0, gt=0, le=300)
+    """A cluster member silent this long is dead: its markets move to the live workers. At least
+    three heartbeats (a worker whose heartbeat is late is not yet dead)."""
     live: bool = False
     """Allow orders on Binance mainnet (--live). Off by default: paper or testnet only."""
     paper_balances: Annotated[dict[str, Decimal], NoDecode] = Field(default_factory=lambda: {"USDT": Decimal(10000)})
@@ -292,6 +298,15 @@ class Settings(BaseSettings):
     def _resolve_channels(self) -> Settings:
         """Channel secrets filled in from systemd credentials; a channel that cannot work is refused by key."""
         self.channels = resolve_channels(self.channels, self.notify_all_channels)
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_timing(self) -> Settings:
+        if self.cluster_liveness_s < 3 * self.cluster_heartbeat_s:
+            raise ValueError(
+                f"cluster_liveness_s ({self.cluster_liveness_s:g}) must be at least three heartbeats"
+                f" (cluster_heartbeat_s = {self.cluster_heartbeat_s:g}): raise it or shorten the heartbeat"
+            )
         return self
 
     @classmethod

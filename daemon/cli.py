@@ -7,6 +7,7 @@
     chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
     chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
     chartgen cluster migrate | status                the cluster's PostgreSQL (scale-out building blocks)
+    chartgen worker                                  a cluster worker (its share of markets and alerts)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
 
@@ -34,7 +35,7 @@ from config.database import DatabaseError
 from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster", "worker")
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -73,7 +74,7 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog=(
             "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
-            " chartgen trading --help, chartgen cluster --help"
+            " chartgen trading --help, chartgen cluster --help, chartgen worker --help"
         ),
     )
     p.add_argument(
@@ -160,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from daemon.cluster_command import main as cluster_main
 
         return cluster_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "worker":
+        from daemon.worker_command import main as worker_main
+
+        return worker_main([*hoisted, *rest[1:]])
     ns = _main_parser().parse_args([*hoisted, *rest])
     try:
         settings = _settings_from(ns)

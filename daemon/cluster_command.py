@@ -9,8 +9,9 @@ rendezvous assignment every worker computes the same way).  ``--json`` prints th
 JSON object.  Both read ``postgres_dsn`` (``--postgres-dsn``, ``CHARTGEN_POSTGRES_DSN`` or the
 settings file); the password never appears in output.
 
-No worker or front role exists yet (docs/design.md §11), so a status shows the state that the
-building blocks and their tests write; there is no replication lag to show.
+It also shows each live worker's alert evaluation lag: per market, the server's clock minus the
+exchange time of the newest tick the worker evaluated (cluster/marks.py), the worst per worker.
+No front role exists yet (docs/design.md §11).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
 from cluster.lease import LEASE_MIGRATIONS, Leases
+from cluster.marks import MARK_MIGRATIONS, MarketMarks
 from cluster.membership import MEMBER_MIGRATIONS, Membership, assign
 from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
@@ -38,6 +40,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     LEASE_MIGRATIONS,
     MEMBER_MIGRATIONS,
     ORDER_MIGRATIONS,
+    MARK_MIGRATIONS,
 )
 
 
@@ -52,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="members, leaders, order intents, market assignment", parents=[dsn])
     status.add_argument("--json", action="store_true", help="one JSON object instead of text")
     status.add_argument(
-        "--liveness", type=float, default=6.0, help="seconds without a heartbeat after which a member is dead"
+        "--liveness",
+        type=float,
+        default=4.0,
+        help="seconds without a heartbeat after which a member is dead (default: cluster_liveness_s's default)",
     )
     return p
 
@@ -89,6 +95,14 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         f"{r['symbol']} {r['interval']}"
         for r in await db.fetch("SELECT DISTINCT symbol, interval FROM alerts ORDER BY symbol, interval")
     ]
+    evaluation: dict[str, dict[str, Any]] = {}
+    for mark in await MarketMarks(db).all():
+        if mark.member not in live_any:
+            continue  # a dead member's marks are its markets' hand-over points, not anyone's lag
+        e = evaluation.setdefault(mark.member, {"markets": 0, "max_lag_s": 0.0, "worst": ""})
+        e["markets"] += 1
+        if mark.lag_s >= e["max_lag_s"]:
+            e["max_lag_s"], e["worst"] = round(mark.lag_s, 3), mark.market
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -111,6 +125,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
+        "evaluation": evaluation,
     }
 
 
@@ -138,6 +153,11 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
         lines.append(f"  {worker}: {len(owned)}" + (f" ({shown})" if owned else ""))
     if status["unassigned_markets"]:
         lines.append(f"  no live worker: {len(status['unassigned_markets'])} unassigned")
+    lines.append("alert evaluation (lag: the server's clock minus the newest tick evaluated):")
+    for member, e in status["evaluation"].items():
+        lines.append(f"  {member}: {e['markets']} markets, lag up to {e['max_lag_s']:.1f} s ({e['worst']})")
+    if not status["evaluation"]:
+        lines.append("  no live worker has evaluated a market")
     return "\n".join(lines)
 
 

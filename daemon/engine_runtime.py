@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -22,6 +23,7 @@ from engine.indicators.registry import parse_requests
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.rate_gate import RateGate
+from engine.market_data.trade_history import BinanceTradeHistory, CcxtTradeHistory, TradeHistory
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -69,42 +71,70 @@ def schedule_stream_rotation(engine: LiveEngine, scheduler: DaemonScheduler, set
     scheduler.every("ccxt-stream-rotation", settings.engine_rotate_after_s, rotate)
 
 
+@dataclass(frozen=True, slots=True)
+class EngineSources:
+    """Where the engine's data comes from: REST for warm-up and backfill, the stream feed (None:
+    Binance's own streams), the ccxt symbol catalogue, and the trade history a cluster worker's
+    hand-over reads (daemon/worker_handover.py)."""
+
+    rest: KlineRest
+    feed: Callable[[StreamSink], MarketFeed] | None
+    markets: CcxtMarkets | None
+    trades: TradeHistory
+
+
+def engine_sources(settings: Settings, session: aiohttp.ClientSession, config: EngineConfig) -> EngineSources:
+    if settings.exchange == "binance":
+        gate = RateGate(weight_limit=settings.binance_weight_limit)
+        rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s, gate=gate)
+        return EngineSources(rest, None, None, BinanceTradeHistory(rest))
+    exchange = ccxt_exchange(settings)
+    markets = CcxtMarkets(exchange)
+
+    def feed(sink: StreamSink) -> MarketFeed:
+        return CcxtStreamFeed(exchange, markets, sink, config.streams)
+
+    return EngineSources(
+        CcxtKlineRest(exchange, markets, timeout_s=settings.http_timeout_s),
+        feed,
+        markets,
+        CcxtTradeHistory(exchange, markets.unified, timeout_s=settings.http_timeout_s),
+    )
+
+
 @contextlib.asynccontextmanager
 async def running_engine(
-    settings: Settings, *, external_sources: Any = None, session: aiohttp.ClientSession | None = None
+    settings: Settings,
+    *,
+    external_sources: Any = None,
+    session: aiohttp.ClientSession | None = None,
+    follow_configured: bool = True,
+    sources_out: list[EngineSources] | None = None,
 ) -> AsyncIterator[LiveEngine]:
-    """A running LiveEngine following every configured symbol × interval; stopped on exit."""
+    """A running LiveEngine following every configured symbol × interval (unless
+    ``follow_configured`` is False: a cluster worker follows its share); stopped on exit.
+    ``sources_out`` receives the engine's :class:`EngineSources`."""
     requests = parse_requests(list(settings.indicators))
     async with contextlib.AsyncExitStack() as stack:
         if session is None:
             session = await stack.enter_async_context(aiohttp.ClientSession())
         config = engine_config(settings)
-        rest: KlineRest
-        feed: Callable[[StreamSink], MarketFeed] | None = None
-        markets: CcxtMarkets | None = None
-        if settings.exchange == "binance":
-            gate = RateGate(weight_limit=settings.binance_weight_limit)
-            rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s, gate=gate)
-        else:
-            exchange = ccxt_exchange(settings)
-            markets = CcxtMarkets(exchange)
-            rest = CcxtKlineRest(exchange, markets, timeout_s=settings.http_timeout_s)
-
-            def feed(sink: StreamSink) -> MarketFeed:
-                return CcxtStreamFeed(exchange, markets, sink, config.streams)
-
+        sources = engine_sources(settings, session, config)
+        if sources_out is not None:
+            sources_out.append(sources)
         engine = LiveEngine(
             session=session,
-            rest=rest,
+            rest=sources.rest,
             stream_url=settings.binance_stream_url,
             indicators=requests,
             config=config,
             external_sources=external_sources,
-            feed=feed,
-            catalogue=markets,
+            feed=sources.feed,
+            catalogue=sources.markets,
         )
-        for symbol in settings.symbols:
-            for interval in settings.intervals:
-                engine.follow(symbol, interval)
+        if follow_configured:
+            for symbol in settings.symbols:
+                for interval in settings.intervals:
+                    engine.follow(symbol, interval)
         async with engine.running():
             yield engine

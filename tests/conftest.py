@@ -27,8 +27,9 @@ SLOW_SUITES = (
     "tests/brokers/test_halt_daemon.py",
     "tests/brokers/test_unattended_daemon.py",
     "tests/cluster/test_order_leader.py",
+    "tests/cluster/test_worker.py",
 )
-"""The chaos and crash suites (the cluster's order leader killed, paused, its PostgreSQL stopped
+"""The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
 included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;
 CI runs both)."""
 

@@ -1,0 +1,98 @@
+"""The alert evaluator of a cluster worker: the single-process evaluator plus what a market's
+hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
+
+- ``ticks_through``: per (symbol, interval) stream, the exchange time of the newest tick checked
+  against every indexed touch alert with its firings committed — the worker's hand-over mark.
+- :meth:`wait_ticks_past`: the first tick a new owner evaluated (from then on the live path
+  covers the market).
+- :meth:`fire_missed`: fire alerts for prices the live path did not see (the gap's trades and
+  closes), taken out of their books first so a live event and the backfill never both fire one.
+- ``on_fired``: told of every committed firing (the worker forgets the alerts it held).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from alerts.evaluator import AlertEvaluator, AlertMarket, _close_key
+from alerts.models import Alert, Firing
+from alerts.price_book import Crossed, PriceBook
+from alerts.push import PushHub
+from alerts.repository import AlertRepository
+from alerts.store import Fired
+from engine.events import Tick
+from engine.market_data.intervals import interval_seconds
+
+
+class WorkerEvaluator(AlertEvaluator):
+    def __init__(self, store: AlertRepository, market: AlertMarket, hub: PushHub, **options: Any) -> None:
+        super().__init__(store, market, hub, **options)
+        self.ticks_through: dict[tuple[str, str], int] = {}
+        self.on_fired: Callable[[list[Fired]], None] | None = None
+        self._tick_waiters: list[asyncio.Future[None]] = []
+
+    async def on_ticks(self, ticks: Sequence[Tick]) -> list[Fired]:
+        fired = await super().on_ticks(ticks)  # raises if the firing was not committed: no mark moves
+        through = self.ticks_through
+        for tick in ticks:
+            if tick.interval:  # a resync tick has none
+                through[(tick.symbol, tick.interval)] = tick.time_ms
+        if self._tick_waiters:
+            for waiter in self._tick_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._tick_waiters.clear()
+        return fired
+
+    async def on_tick(self, tick: Tick) -> list[Fired]:
+        return await self.on_ticks([tick])
+
+    def _fired(self, firings: list[Firing], fired: list[Fired]) -> None:
+        super()._fired(firings, fired)
+        if fired and self.on_fired is not None:
+            self.on_fired(fired)
+
+    async def wait_ticks_past(self, symbol: str, interval: str, after_ms: int | None) -> int:
+        """Wait until a tick of the stream newer than ``after_ms`` was evaluated; its exchange time
+        (wrap in a timeout: a stream that is down sends none)."""
+        key = (symbol, interval)
+        while True:
+            through = self.ticks_through.get(key)
+            if through is not None and (after_ms is None or through > after_ms):
+                return through
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._tick_waiters.append(waiter)
+            await waiter
+
+    async def fire_missed(self, missed: Sequence[tuple[Alert, float, int]]) -> list[Fired]:
+        """Fire indexed price alerts for (alert, price, time in ms): a trade for a touch alert, a
+        bar's close for a close alert.  One a live event took already is skipped (that firing owns
+        it); if the firing is not committed they go back into their books."""
+        taken: list[tuple[PriceBook, str, Crossed]] = []
+        firings: list[Firing] = []
+        now = self._clock()
+        for alert, price, time_ms in missed:
+            above = alert.kind == "price_above"
+            level = alert.threshold or 0.0
+            book, key = (
+                (self.close, _close_key(alert.symbol, alert.interval))
+                if alert.trigger == "close"
+                else (self.touch, alert.symbol)
+            )
+            if not book.remove(key, above, level, alert.id):
+                continue
+            taken.append((book, key, Crossed(alert.id, above, level)))
+            step = interval_seconds(alert.interval)
+            firings.append(
+                Firing(alert_id=alert.id, value=price, triggered_at=now, bar_time=time_ms // 1000 // step * step)
+            )
+        if not firings:
+            return []
+
+        def restore() -> None:
+            for book, key, crossed in taken:
+                book.put_back(key, [crossed])
+
+        return await self._fire(firings, restore)

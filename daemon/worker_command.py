@@ -1,0 +1,161 @@
+"""``chartgen worker``: a cluster worker — the live engine for its share of the markets and the
+alert evaluation for them, on the cluster's PostgreSQL (docs/design.md §11, docs/cluster.md).
+
+It reads the daemon's settings (``--config`` TOML, ``CHARTGEN_*``): ``postgres_dsn`` (required),
+the exchange and its URLs, ``symbols`` × ``intervals`` (markets followed even without alerts),
+the engine's tuning, ``cluster_heartbeat_s`` and ``cluster_liveness_s``.  It keeps no local
+state, so ``--data-dir`` is refused.  It applies the cluster schema at start (migrations are
+advisory-locked: workers starting together migrate once).  SIGTERM/SIGINT leave the membership
+at once (the others take the markets without waiting out the liveness window) and exit 0.
+
+A worker answers no MCP: fronts (``chartgen --serve --cluster``, not built yet) do.  Its status
+is a log line every minute and ``chartgen cluster status`` (members, market marks and their lag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+from pydantic import ValidationError
+
+from alerts.pg_store import PgAlertStore
+from alerts.push import PushHub
+from alerts.store import QueueLimits
+from alerts.worker_evaluator import WorkerEvaluator
+from cluster.marks import MarketMarks
+from cluster.membership import MarketAssignment, Membership, new_member_id
+from config import ConfigFileError, Settings, load_settings
+from config.migrations import DatabaseError
+from config.postgres import PostgresDatabase
+from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.engine_runtime import EngineSources, running_engine
+from daemon.logging import configure_logging
+from daemon.scheduler import DaemonScheduler
+from daemon.sd_notify import Notifier
+from daemon.supervisor import Supervisor
+from daemon.worker_runtime import Worker
+from engine.market_data.intervals import to_binance
+
+log = structlog.get_logger(__name__)
+
+STATUS_EVERY_S = 60.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="chartgen worker",
+        description="A cluster worker: the engine and the alert evaluation for its share of the markets.",
+    )
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if ns.data_dir is not None:
+        print(
+            "chartgen worker: error: --data-dir does not apply: a worker keeps its state in the cluster's"
+            " PostgreSQL (postgres_dsn); drop --data-dir",
+            file=sys.stderr,
+        )
+        return 2
+    overrides = {"postgres_dsn": ns.postgres_dsn} if ns.postgres_dsn else {}
+    try:
+        settings = load_settings(overrides, ns.config)
+    except (ValidationError, ConfigFileError) as exc:
+        from daemon.cli import settings_problems
+
+        print(f"chartgen worker: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
+        return 2
+    if settings.postgres_dsn is None:
+        print(
+            "chartgen worker: error: no postgres_dsn: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
+            " file, or --postgres-dsn to the cluster's PostgreSQL (postgresql://user:password@host:5432/db)",
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(run_worker(settings))
+    except DatabaseError as exc:
+        print(f"chartgen worker: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def run_worker(settings: Settings) -> None:
+    assert settings.postgres_dsn is not None
+    dsn = settings.postgres_dsn.get_secret_value()
+    db = await PostgresDatabase.open(dsn, min_size=2, max_size=8)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    notifier = Notifier()
+    try:
+        await db.migrate(CLUSTER_MIGRATIONS)
+        limits = QueueLimits(
+            push_cap=settings.notify_queue_cap,
+            push_ttl_s=settings.notify_queue_ttl_s,
+            poll_cap=settings.notify_poll_cap,
+        )
+        store = PgAlertStore(db, limits)
+        membership = Membership(db, settings.cluster_liveness_s)
+        assignment = MarketAssignment(membership, new_member_id("worker"))
+        sources: list[EngineSources] = []
+        async with (
+            Supervisor() as supervisor,
+            running_engine(settings, follow_configured=False, sources_out=sources) as engine,
+        ):
+            evaluator = WorkerEvaluator(store, engine, PushHub(store.mark_delivered))
+            worker = Worker(
+                store=store,
+                evaluator=evaluator,
+                engine=engine,
+                assignment=assignment,
+                marks=MarketMarks(db),
+                history=sources[0].trades,
+                listener_dsn=dsn,
+                configured=[(s, to_binance(i)) for s in settings.symbols for i in settings.intervals],
+            )
+            supervisor.start("alert-evaluator", evaluator.run)
+            supervisor.start("worker-alert-changes", worker.run_changes)
+            scheduler = DaemonScheduler()
+            scheduler.every("worker-heartbeat", settings.cluster_heartbeat_s, worker.refresh)
+            scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
+            scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
+            try:
+                async with scheduler.running():
+                    with contextlib.suppress(Exception):  # failed: the heartbeat job tries again
+                        await worker.refresh()
+                    log.info("worker_started", member=worker.member_id, markets=len(worker.owned))
+                    notifier.ready(f"worker {worker.member_id}: {len(worker.owned)} markets")
+                    await stop.wait()
+                    notifier.stopping()
+            finally:
+                with contextlib.suppress(Exception):
+                    await membership.leave(worker.member_id)
+                await worker.close()
+                log.info("worker_stopped", member=worker.member_id, fired=evaluator.fired)
+    finally:
+        notifier.close()
+        await db.close()
+
+
+def _log_status(worker: Worker):  # type: ignore[no-untyped-def]
+    async def run() -> None:
+        log.info("worker_status", **worker.status())
+
+    return run

@@ -1,0 +1,131 @@
+"""Hand-over of a market to a cluster worker: backfill, then evaluate.
+
+While a market moves from a dead worker to a live one nobody evaluates its alerts: from the old
+owner's last mark (cluster/marks.py: the exchange time through which it had evaluated every tick,
+firings committed) until the new owner's first evaluated tick.  What "missed" means here: an
+armed price alert whose level a trade in that gap reached (touch alerts), or that a bar closing in
+that gap closed beyond (close alerts), and which the live path will not see because the price has
+moved back.  The new owner closes the gap in this order:
+
+1. index the market's alerts and follow it (the engine warms it up from REST and streams it);
+2. wait for the first tick the evaluator checks with those alerts indexed — from its exchange
+   time T on, the live path covers the market;
+3. fetch the exchange's trades after ``max(mark, alert armed)`` up to T (engine/market_data/
+   trade_history.py) and fire each touch alert the first trade that reached its level; for close
+   alerts, the bars of the warmed-up window that closed after that boundary and up to T.
+
+Firing goes through the evaluator (exactly once in the store), so a live tick and the backfill
+never both fire an alert.  A gap longer than the trade history's span (an hour) is checked for its
+newest hour only and logged as ``handover_gap_truncated``; indicator-signal alerts are not
+re-evaluated for bars that closed in the gap (their state needs the old owner's bars; not built).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from alerts.models import Alert
+from alerts.worker_evaluator import WorkerEvaluator
+from engine.bars import Bars
+from engine.market_data.intervals import interval_seconds
+from engine.market_data.trade_history import MAX_SPAN_MS, TradeHistory, TradePrint
+
+log = structlog.get_logger(__name__)
+
+
+def armed_ms(alert: Alert) -> int:
+    """When the alert started watching, in exchange milliseconds."""
+    return int((alert.armed_at if alert.armed_at is not None else alert.created_at) * 1000)
+
+
+def boundary_ms(alert: Alert, mark_ms: int | None) -> int:
+    """Trades after this time are the new owner's to check for ``alert``."""
+    return armed_ms(alert) if mark_ms is None else max(armed_ms(alert), mark_ms)
+
+
+def _reaches(alert: Alert, price: float) -> bool:
+    level = alert.threshold or 0.0
+    return price >= level if alert.kind == "price_above" else price <= level
+
+
+def missed_by_trades(
+    alerts: Iterable[Alert], trades: Sequence[TradePrint], mark_ms: int | None
+) -> list[tuple[Alert, float, int]]:
+    """Touch price alerts a trade after their boundary reached: (alert, the first such trade's price and time)."""
+    out: list[tuple[Alert, float, int]] = []
+    for alert in alerts:
+        if alert.kind not in ("price_above", "price_below") or alert.trigger == "close":
+            continue
+        after = boundary_ms(alert, mark_ms)
+        for t in trades:
+            if t.time_ms > after and _reaches(alert, t.price):
+                out.append((alert, t.price, t.time_ms))
+                break
+    return out
+
+
+def missed_by_closes(
+    alerts: Iterable[Alert], bars: Bars | None, mark_ms: int | None, through_ms: int
+) -> list[tuple[Alert, float, int]]:
+    """Close price alerts a bar closing after their boundary and by ``through_ms`` closed beyond."""
+    out: list[tuple[Alert, float, int]] = []
+    if bars is None or bars.times is None:
+        return out
+    for alert in alerts:
+        if alert.kind not in ("price_above", "price_below") or alert.trigger != "close":
+            continue
+        after = boundary_ms(alert, mark_ms)
+        step_ms = interval_seconds(alert.interval) * 1000
+        for open_s, close in zip(bars.times.tolist(), bars.close.tolist(), strict=True):
+            closed_ms = int(open_s) * 1000 + step_ms
+            if after < closed_ms <= through_ms and _reaches(alert, close):
+                out.append((alert, float(close), int(open_s) * 1000))
+                break
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    market: str
+    live_from_ms: int
+    """Exchange time of the first tick evaluated by this owner."""
+    checked_from_ms: int | None
+    """The earliest boundary checked (None: no price alert needed a check)."""
+    trades: int
+    fired: int
+
+
+async def hand_over(
+    evaluator: WorkerEvaluator,
+    history: TradeHistory,
+    bars_of: Callable[[str, str], Bars | None],
+    symbol: str,
+    interval: str,
+    alerts: Sequence[Alert],
+    mark_ms: int | None,
+) -> HandOver:
+    """Steps 2 and 3 above for one market whose alerts are indexed and which is followed.
+
+    ``bars_of(symbol, interval)`` gives the market's closed bars (LiveEngine.window_bars)."""
+    market = f"{symbol} {interval}"
+    live_from = await evaluator.wait_ticks_past(symbol, interval, evaluator.ticks_through.get((symbol, interval)))
+    priced = [a for a in alerts if a.kind in ("price_above", "price_below")]
+    if not priced:
+        return HandOver(market, live_from, None, 0, 0)
+    start = min(boundary_ms(a, mark_ms) for a in priced)
+    if live_from - start > MAX_SPAN_MS:
+        log.warning(
+            "handover_gap_truncated", market=market, gap_s=(live_from - start) / 1000, checked_s=MAX_SPAN_MS / 1000
+        )
+        start = live_from - MAX_SPAN_MS
+    touch = [a for a in priced if a.trigger != "close"]
+    trades = await history.trades(symbol, start + 1, live_from) if touch and start < live_from else []
+    missed = missed_by_trades(touch, trades, mark_ms)
+    missed += missed_by_closes(priced, bars_of(symbol, interval), mark_ms, live_from)
+    fired = await evaluator.fire_missed(missed) if missed else []
+    if fired:
+        log.info("handover_fired", market=market, fired=len(fired), gap_s=(live_from - start) / 1000)
+    return HandOver(market, live_from, start, len(trades), len(fired))

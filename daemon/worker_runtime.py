@@ -1,0 +1,318 @@
+"""A cluster worker's share of the markets and of the alerts (``chartgen worker``).
+
+Every heartbeat (``cluster_heartbeat_s``, a job on the daemon's APScheduler) the worker
+
+1. moves the hand-over marks of its live markets (cluster/marks.py) to the exchange time through
+   which its evaluator has checked every tick, firings committed;
+2. heartbeats and reads the live workers (cluster/membership.py ``MarketAssignment``) and keeps
+   the markets — the configured ``symbols`` × ``intervals`` and every market with an armed alert —
+   whose rendezvous owner it is;
+3. drops the markets it lost (their alerts leave the evaluator's indexes, the engine stops
+   following them) and takes the ones it gained: follows them, indexes their armed alerts read
+   from PostgreSQL, and closes the gap since the old owner's mark (daemon/worker_handover.py).
+   A market is *live* here once that hand-over finished; only live markets' marks move.
+
+Alerts set or cancelled through any front reach the worker as PostgreSQL notifications
+(alerts/pg_changes.py) on a ``LISTEN`` connection of its own; after that connection was lost
+and re-opened, the worker re-reads the alerts of all its markets (a notification sent meanwhile
+is lost).  A market that is new to the cluster (the first alert on it) is taken by its owner at
+the next heartbeat.  Expiry: the worker removes the expired alerts it holds.
+
+The worker keeps the set of alerts it indexed, so each leaves the evaluator exactly once —
+fired (the evaluator's ``on_fired``), cancelled or expired (a ``gone`` notification), or its
+market lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from alerts.models import Alert
+from alerts.pg_changes import ALERTS_CHANNEL, parse_change
+from alerts.pg_store import PgAlertStore
+from alerts.store import Fired, alert_of
+from alerts.worker_evaluator import WorkerEvaluator
+from cluster.marks import MarketMarks
+from cluster.membership import MarketAssignment
+from config.postgres import Listener
+from daemon.worker_handover import HandOver, hand_over
+from engine.live import LiveEngine
+from engine.market_data.trade_history import TradeHistory, TradePrint
+
+log = structlog.get_logger(__name__)
+
+HANDOVER_CONCURRENCY = 8
+"""Markets whose trade history is fetched at once after a take-over (REST weight 4 each)."""
+
+
+def market_name(symbol: str, interval: str) -> str:
+    return f"{symbol} {interval}"
+
+
+def split_market(market: str) -> tuple[str, str]:
+    symbol, interval = market.split(" ", 1)
+    return symbol, interval
+
+
+class _Gated:
+    """At most ``gate``'s count of trade-history fetches at once (the waits for first ticks are not gated)."""
+
+    def __init__(self, inner: TradeHistory, gate: asyncio.Semaphore) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    async def trades(self, symbol: str, start_ms: int, end_ms: int) -> list[TradePrint]:
+        async with self.gate:
+            return await self.inner.trades(symbol, start_ms, end_ms)
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    handovers: list[HandOver] = field(default_factory=list)
+    """The newest hand-overs (at most 1,000)."""
+    handover_s: list[float] = field(default_factory=list)
+    """Seconds from taking a market to its first evaluated tick, newest 1,000."""
+    refreshes: int = 0
+    reloads: int = 0
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        store: PgAlertStore,
+        evaluator: WorkerEvaluator,
+        engine: LiveEngine,
+        assignment: MarketAssignment,
+        marks: MarketMarks,
+        history: TradeHistory,
+        listener_dsn: str,
+        configured: Iterable[tuple[str, str]],
+    ) -> None:
+        self.store = store
+        self.evaluator = evaluator
+        self.engine = engine
+        self.assignment = assignment
+        self.marks = marks
+        self.history = _Gated(history, asyncio.Semaphore(HANDOVER_CONCURRENCY))
+        self.configured = sorted({market_name(s, i) for s, i in configured})
+        self.owned: set[str] = set()
+        self.live: set[str] = set()
+        self.indexed: dict[str, Alert] = {}
+        self.by_market: dict[str, set[str]] = defaultdict(set)
+        self._handovers: dict[str, asyncio.Task[None]] = {}
+        self._changes: asyncio.Queue[str] = asyncio.Queue()
+        self.listener = Listener(listener_dsn, store.db.where, ALERTS_CHANNEL, self._changes.put_nowait)
+        self.stats = WorkerStats()
+        self.first_refresh = asyncio.Event()
+        evaluator.on_fired = self._forget_fired
+
+    @property
+    def member_id(self) -> str:
+        return self.assignment.member_id
+
+    # --- the heartbeat job ---------------------------------------------------------------
+    async def refresh(self) -> None:
+        """Marks, heartbeat, assignment, then drop what was lost and take what was gained."""
+        await self.write_marks()
+        reconnected = not self.listener.connected and await self.listener.ensure()
+        rows = await self.store.db.fetch("SELECT DISTINCT symbol, interval FROM alerts")
+        universe = set(self.configured) | {market_name(r["symbol"], r["interval"]) for r in rows}
+        await self.assignment.refresh(universe)
+        mine = set(self.assignment.owned)
+        lost, gained = self.owned - mine, mine - self.owned
+        if lost:
+            self.drop(lost)
+        if gained:
+            await self.take(gained)
+        if reconnected and self.stats.refreshes:
+            await self.reload()
+        self.stats.refreshes += 1
+        self.first_refresh.set()
+
+    async def write_marks(self) -> None:
+        through = self.evaluator.ticks_through
+        marks = {m: t for m in self.live if (t := through.get(split_market(m))) is not None}
+        await self.marks.advance(marks, self.member_id)
+
+    # --- markets -------------------------------------------------------------------------
+    def drop(self, markets: Iterable[str]) -> None:
+        dropped = sorted(markets)
+        for market in dropped:
+            task = self._handovers.pop(market, None)
+            if task is not None:
+                task.cancel()
+            for alert_id in list(self.by_market.pop(market, ())):
+                self._unindex(alert_id)
+            self.owned.discard(market)
+            self.live.discard(market)
+            self.engine.unfollow(*split_market(market))
+        log.info("worker_markets_dropped", count=len(dropped))
+
+    async def take(self, markets: Iterable[str]) -> None:
+        """Follow, index the armed alerts, then hand over each market in the background.
+
+        The markets count as owned before their alerts are read, so a ``set`` notification
+        committed after the read is not ignored; if the read fails they are not owned (the next
+        heartbeat takes them again)."""
+        gained = sorted(markets)
+        pairs = [split_market(m) for m in gained]
+        taken_at = time.monotonic()
+        self.owned.update(gained)
+        try:
+            marks = await self.marks.read(gained)
+            alerts = await self.store.active_in(pairs)
+        except BaseException:
+            self.owned.difference_update(gained)
+            raise
+        for symbol, interval in pairs:
+            self.engine.follow(symbol, interval)
+        self._index_new(alerts)
+        by_market: dict[str, list[Alert]] = defaultdict(list)
+        for alert in alerts:
+            by_market[market_name(alert.symbol, alert.interval)].append(alert)
+        for market in gained:
+            self._handovers[market] = asyncio.create_task(
+                self._hand_over(market, by_market.get(market, []), marks.get(market), taken_at),
+                name=f"handover {market}",
+            )
+        log.info("worker_markets_taken", count=len(gained), alerts=len(alerts), with_marks=len(marks))
+
+    async def _hand_over(self, market: str, alerts: list[Alert], mark_ms: int | None, taken_at: float) -> None:
+        symbol, interval = split_market(market)
+        try:
+            result = await self._hand_over_retrying(symbol, interval, alerts, mark_ms)
+        finally:
+            if self._handovers.get(market) is asyncio.current_task():
+                del self._handovers[market]
+        self.live.add(market)
+        took = time.monotonic() - taken_at
+        self._keep(self.stats.handovers, result)
+        self._keep(self.stats.handover_s, took)
+        log.info("worker_market_live", market=market, seconds=round(took, 3), fired=result.fired, trades=result.trades)
+
+    async def _hand_over_retrying(
+        self, symbol: str, interval: str, alerts: list[Alert], mark_ms: int | None
+    ) -> HandOver:
+        """The hand-over until it succeeds: a REST or PostgreSQL failure is retried (the market is not
+        live meanwhile, so its mark stays where the old owner left it)."""
+        delay = 0.5
+        while True:
+            try:
+                return await hand_over(
+                    self.evaluator, self.history, self.engine.window_bars, symbol, interval, alerts, mark_ms
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retried; named in the log
+                log.warning("handover_retry", market=market_name(symbol, interval), error=repr(exc), in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    @staticmethod
+    def _keep(items: list[Any], item: Any, cap: int = 1000) -> None:
+        items.append(item)
+        if len(items) > cap:
+            del items[: len(items) - cap]
+
+    # --- alerts --------------------------------------------------------------------------
+    def _index_new(self, alerts: Iterable[Alert]) -> None:
+        fresh = [a for a in alerts if a.id not in self.indexed]
+        for alert in fresh:
+            self.indexed[alert.id] = alert
+            self.by_market[market_name(alert.symbol, alert.interval)].add(alert.id)
+        self.evaluator.index_many(fresh)
+
+    def _unindex(self, alert_id: str) -> None:
+        alert = self.indexed.pop(alert_id, None)
+        if alert is None:
+            return
+        self.by_market.get(market_name(alert.symbol, alert.interval), set()).discard(alert_id)
+        self.evaluator.unindex(alert)
+
+    def _forget_fired(self, fired: list[Fired]) -> None:
+        """The evaluator fired these (it took them out of its indexes itself)."""
+        for f in fired:
+            alert = self.indexed.pop(f.alert.id, None)
+            if alert is not None:
+                self.by_market.get(market_name(alert.symbol, alert.interval), set()).discard(alert.id)
+
+    async def reload(self) -> None:
+        """Re-read the alerts of every owned market: index the new ones, forget the ones gone."""
+        pairs = [split_market(m) for m in sorted(self.owned)]
+        alerts = await self.store.active_in(pairs)
+        present = {a.id for a in alerts}
+        for alert_id in [i for i in self.indexed if i not in present]:
+            self._unindex(alert_id)
+        self._index_new(a for a in alerts if market_name(a.symbol, a.interval) in self.owned)
+        self.stats.reloads += 1
+        log.info("worker_alerts_reloaded", alerts=len(self.indexed))
+
+    async def run_changes(self) -> None:
+        """Supervised task: apply the alert changes announced on PostgreSQL, in order."""
+        while True:
+            payload = await self._changes.get()
+            change = parse_change(payload)
+            if change is None:
+                log.warning("worker_alert_change_unknown", payload=payload[:80])
+                continue
+            if change.op == "reload":
+                await self.reload()
+            elif change.op == "gone":
+                self._unindex(change.alert_id)
+            elif market_name(change.symbol, change.interval) in self.owned and change.alert_id not in self.indexed:
+                record = await self.store.db.fetchval("SELECT record FROM alerts WHERE id = $1", change.alert_id)
+                if record is not None:  # None: fired or cancelled already
+                    self._index_new([alert_of(record)])
+
+    async def expire_due(self) -> int:
+        """Remove the expired alerts this worker holds (periodic job)."""
+        now = time.time()
+        count = 0
+        for alert_id in await self.store.expired(now):
+            if alert_id in self.indexed and await self.store.remove(None, alert_id, "expired", now) is not None:
+                self._unindex(alert_id)
+                count += 1
+        return count
+
+    async def expire_due_job(self) -> None:
+        await self.expire_due()
+
+    async def close(self) -> None:
+        for task in list(self._handovers.values()):
+            task.cancel()
+        for task in list(self._handovers.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.listener.close()
+
+    # --- status --------------------------------------------------------------------------
+    def readiness(self) -> tuple[bool, list[str]]:
+        if not self.first_refresh.is_set():
+            return False, ["no assignment yet (PostgreSQL not reached?)"]
+        waiting = sorted(self.owned - self.live)
+        if waiting:
+            return False, [f"{len(waiting)} market(s) handing over: {', '.join(waiting[:5])}"]
+        return True, []
+
+    def status(self) -> dict[str, Any]:
+        took = sorted(self.stats.handover_s)
+        return {
+            "member": self.member_id,
+            "markets": len(self.owned),
+            "live": len(self.live),
+            "alerts": len(self.indexed),
+            "fired": self.evaluator.fired,
+            "refreshes": self.stats.refreshes,
+            "reloads": self.stats.reloads,
+            "handover_s_max": took[-1] if took else None,
+            "listening": self.listener.connected,
+        }
