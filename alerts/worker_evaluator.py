@@ -8,6 +8,13 @@ hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
 - :meth:`fire_missed`: fire alerts for prices the live path did not see (the gap's trades and
   closes), taken out of their books first so a live event and the backfill never both fire one.
 - ``on_fired``: told of every committed firing (the worker forgets the alerts it held).
+- ``pending``: firings PostgreSQL did not confirm because it could not be reached.  The
+  single-process evaluator puts such alerts back into their books, to fire on a later price —
+  which loses a crossing if the price has moved back by then.  Here they stay out of the books
+  and are fired again with their original price and time (:meth:`retry_pending`, each heartbeat)
+  until PostgreSQL answers; firing again is safe (an alert fires at most once in the store).  The
+  worker does not move the hand-over marks of their markets meanwhile, so if it dies with firings
+  pending, the next owner's backfill finds those trades again.
 """
 
 from __future__ import annotations
@@ -16,14 +23,23 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import structlog
+
 from alerts.evaluator import AlertEvaluator, AlertMarket, _close_key
 from alerts.models import Alert, Firing
 from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.store import Fired
+from config.postgres import StorageUnavailable
 from engine.events import Tick
 from engine.market_data.intervals import interval_seconds
+
+log = structlog.get_logger(__name__)
+
+
+def _keep_out() -> None:
+    """A firing that did not commit leaves its alerts out of the books: they are pending."""
 
 
 class WorkerEvaluator(AlertEvaluator):
@@ -32,6 +48,7 @@ class WorkerEvaluator(AlertEvaluator):
         self.ticks_through: dict[tuple[str, str], int] = {}
         self.on_fired: Callable[[list[Fired]], None] | None = None
         self._tick_waiters: list[asyncio.Future[None]] = []
+        self.pending: dict[str, Firing] = {}
 
     async def on_ticks(self, ticks: Sequence[Tick]) -> list[Fired]:
         fired = await super().on_ticks(ticks)  # raises if the firing was not committed: no mark moves
@@ -48,6 +65,32 @@ class WorkerEvaluator(AlertEvaluator):
 
     async def on_tick(self, tick: Tick) -> list[Fired]:
         return await self.on_ticks([tick])
+
+    async def _fire(self, firings: list[Firing], restore: Callable[[], None]) -> list[Fired]:
+        try:
+            return await super()._fire(firings, _keep_out)
+        except StorageUnavailable:
+            for f in firings:
+                self.pending.setdefault(f.alert_id, f)
+            log.warning("alert_firings_pending", alerts=len(firings), pending=len(self.pending))
+            return []
+        except Exception:
+            restore()
+            raise
+
+    async def retry_pending(self) -> list[str]:
+        """Fire the pending firings again; the ids the store no longer had (fired or cancelled
+        meanwhile).  Raises :class:`StorageUnavailable` while PostgreSQL is still away."""
+        if not self.pending:
+            return []
+        firings = list(self.pending.values())
+        fired = await super()._fire(firings, _keep_out)
+        for f in firings:
+            self.pending.pop(f.alert_id, None)
+        done = {f.alert.id for f in fired}
+        if fired:
+            log.info("alert_firings_confirmed", alerts=len(fired))
+        return [f.alert_id for f in firings if f.alert_id not in done]
 
     def _fired(self, firings: list[Firing], fired: list[Fired]) -> None:
         super()._fired(firings, fired)

@@ -178,6 +178,9 @@ class Settings(BaseSettings):
     CHARTGEN_POSTGRES_DSN."""
     cluster_heartbeat_s: float = Field(default=1.0, gt=0, le=30)
     """A cluster worker's heartbeat, market-assignment refresh and hand-over-mark period (seconds)."""
+    cluster_backfill_max_s: float = Field(default=300.0, gt=0, le=3600)
+    """A worker taking over a market checks the trades of the gap since the old owner's mark, the
+    newest this many seconds of it at most (REST weight grows with the gap; Binance serves an hour)."""
     cluster_liveness_s: float = Field(default=4.0, gt=0, le=300)
     """A cluster member silent this long is dead: its markets move to the live workers. At least
     three heartbeats (a worker whose heartbeat is late is not yet dead)."""
@@ -329,6 +332,12 @@ class Settings(BaseSettings):
             else os.environ.get("BINANCE_API_SECRET")
         )
         return _with_credentials(key, secret, "binance")
+
+    def cluster_dsn(self) -> str | None:
+        """The cluster's PostgreSQL DSN: the systemd credential ``postgres_dsn`` if there is one, else
+        the ``postgres_dsn`` setting; None if neither."""
+        from_setting = self.postgres_dsn.get_secret_value() if self.postgres_dsn else None
+        return read_credential("postgres_dsn") or from_setting
 
     def ccxt_keys(self) -> tuple[str, str] | None:
         """(key, secret) for broker = "ccxt" from the settings or systemd credentials; None if absent."""

@@ -66,8 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 def _dsn(ns: argparse.Namespace) -> str | None:
     if ns.postgres_dsn:
         return str(ns.postgres_dsn)
-    settings = load_settings({}, ns.config)
-    return None if settings.postgres_dsn is None else settings.postgres_dsn.get_secret_value()
+    return load_settings({}, ns.config).cluster_dsn()
 
 
 async def _migrate(dsn: str) -> int:

@@ -8,8 +8,10 @@ state, so ``--data-dir`` is refused.  It applies the cluster schema at start (mi
 advisory-locked: workers starting together migrate once).  SIGTERM/SIGINT leave the membership
 at once (the others take the markets without waiting out the liveness window) and exit 0.
 
-A worker answers no MCP: fronts (``chartgen --serve --cluster``, not built yet) do.  Its status
-is a log line every minute and ``chartgen cluster status`` (members, market marks and their lag).
+A worker answers no MCP: fronts (``chartgen --serve --cluster``, not built yet) do.  Its status:
+``--port N`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on loopback (daemon/worker_http.py),
+a ``worker_status`` log line every minute, and ``chartgen cluster status`` (members, market marks
+and their lag).  systemd: ``Type=notify`` (READY once the first heartbeat was tried).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from config.migrations import DatabaseError
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
 from daemon.engine_runtime import EngineSources, running_engine
+from daemon.http_server import serving
 from daemon.logging import configure_logging
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
 from daemon.supervisor import Supervisor
+from daemon.worker_http import worker_app
 from daemon.worker_runtime import Worker
 from engine.market_data.intervals import to_binance
 
@@ -56,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
+    p.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on 127.0.0.1:PORT (default: no HTTP)")
     return p
 
 
@@ -76,16 +81,20 @@ def main(argv: Sequence[str]) -> int:
 
         print(f"chartgen worker: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
         return 2
-    if settings.postgres_dsn is None:
+    if settings.cluster_dsn() is None:
         print(
             "chartgen worker: error: no postgres_dsn: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
-            " file, or --postgres-dsn to the cluster's PostgreSQL (postgresql://user:password@host:5432/db)",
+            " file, the systemd credential postgres_dsn, or --postgres-dsn to the cluster's PostgreSQL"
+            " (postgresql://user:password@host:5432/db)",
             file=sys.stderr,
         )
         return 2
+    if ns.port is not None and not 0 <= ns.port <= 65535:
+        print(f"chartgen worker: error: --port must be 0-65535, got {ns.port}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(run_worker(settings))
+        asyncio.run(run_worker(settings, http_port=ns.port))
     except DatabaseError as exc:
         print(f"chartgen worker: error: {exc}", file=sys.stderr)
         return 1
@@ -94,9 +103,9 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-async def run_worker(settings: Settings) -> None:
-    assert settings.postgres_dsn is not None
-    dsn = settings.postgres_dsn.get_secret_value()
+async def run_worker(settings: Settings, *, http_port: int | None = None) -> None:
+    dsn = settings.cluster_dsn()
+    assert dsn is not None
     db = await PostgresDatabase.open(dsn, min_size=2, max_size=8)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -129,6 +138,7 @@ async def run_worker(settings: Settings) -> None:
                 history=sources[0].trades,
                 listener_dsn=dsn,
                 configured=[(s, to_binance(i)) for s in settings.symbols for i in settings.intervals],
+                backfill_max_s=settings.cluster_backfill_max_s,
             )
             supervisor.start("alert-evaluator", evaluator.run)
             supervisor.start("worker-alert-changes", worker.run_changes)
@@ -137,10 +147,12 @@ async def run_worker(settings: Settings) -> None:
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
             scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
             try:
-                async with scheduler.running():
-                    with contextlib.suppress(Exception):  # failed: the heartbeat job tries again
-                        await worker.refresh()
-                    log.info("worker_started", member=worker.member_id, markets=len(worker.owned))
+                async with contextlib.AsyncExitStack() as http, scheduler.running():
+                    url = None
+                    if http_port is not None:
+                        url = await http.enter_async_context(serving(worker_app(worker), "127.0.0.1", http_port))
+                    await worker.refresh()  # PostgreSQL away: degraded, the heartbeat job tries again
+                    log.info("worker_started", member=worker.member_id, markets=len(worker.owned), http=url)
                     notifier.ready(f"worker {worker.member_id}: {len(worker.owned)} markets")
                     await stop.wait()
                     notifier.stopping()

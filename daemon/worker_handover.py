@@ -15,8 +15,11 @@ moved back.  The new owner closes the gap in this order:
    alerts, the bars of the warmed-up window that closed after that boundary and up to T.
 
 Firing goes through the evaluator (exactly once in the store), so a live tick and the backfill
-never both fire an alert.  A gap longer than the trade history's span (an hour) is checked for its
-newest hour only and logged as ``handover_gap_truncated``; indicator-signal alerts are not
+never both fire an alert.  A gap longer than ``cluster_backfill_max_s`` (5 minutes by default, an
+hour at most: what Binance serves in one window) is checked for its newest part only and logged as
+``handover_gap_truncated`` — a cluster that was entirely down longer than that, or a market's first
+owner for alerts armed long before, does not replay the whole time (as a single-node daemon does
+not replay its downtime); indicator-signal alerts are not
 re-evaluated for bars that closed in the gap (their state needs the old owner's bars; not built).
 """
 
@@ -106,6 +109,7 @@ async def hand_over(
     interval: str,
     alerts: Sequence[Alert],
     mark_ms: int | None,
+    max_gap_ms: int = MAX_SPAN_MS,
 ) -> HandOver:
     """Steps 2 and 3 above for one market whose alerts are indexed and which is followed.
 
@@ -116,11 +120,12 @@ async def hand_over(
     if not priced:
         return HandOver(market, live_from, None, 0, 0)
     start = min(boundary_ms(a, mark_ms) for a in priced)
-    if live_from - start > MAX_SPAN_MS:
+    max_gap_ms = min(max_gap_ms, MAX_SPAN_MS)
+    if live_from - start > max_gap_ms:
         log.warning(
-            "handover_gap_truncated", market=market, gap_s=(live_from - start) / 1000, checked_s=MAX_SPAN_MS / 1000
+            "handover_gap_truncated", market=market, gap_s=(live_from - start) / 1000, checked_s=max_gap_ms / 1000
         )
-        start = live_from - MAX_SPAN_MS
+        start = live_from - max_gap_ms
     touch = [a for a in priced if a.trigger != "close"]
     trades = await history.trades(symbol, start + 1, live_from) if touch and start < live_from else []
     missed = missed_by_trades(touch, trades, mark_ms)

@@ -12,6 +12,10 @@ Every heartbeat (``cluster_heartbeat_s``, a job on the daemon's APScheduler) the
    from PostgreSQL, and closes the gap since the old owner's mark (daemon/worker_handover.py).
    A market is *live* here once that hand-over finished; only live markets' marks move.
 
+A worker that starts and finds no other live worker waits one liveness window before taking
+markets (the others starting with it register meanwhile), and a worker back from a PostgreSQL
+outage keeps its share for one liveness window (see :meth:`Worker.refresh`).
+
 Alerts set or cancelled through any front reach the worker as PostgreSQL notifications
 (alerts/pg_changes.py) on a ``LISTEN`` connection of its own; after that connection was lost
 and re-opened, the worker re-reads the alerts of all its markets (a notification sent meanwhile
@@ -42,15 +46,17 @@ from alerts.store import Fired, alert_of
 from alerts.worker_evaluator import WorkerEvaluator
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment
-from config.postgres import Listener
+from config.postgres import UNREACHABLE, Listener, StorageUnavailable
 from daemon.worker_handover import HandOver, hand_over
 from engine.live import LiveEngine
 from engine.market_data.trade_history import TradeHistory, TradePrint
 
 log = structlog.get_logger(__name__)
 
-HANDOVER_CONCURRENCY = 8
+HANDOVER_CONCURRENCY = 16
 """Markets whose trade history is fetched at once after a take-over (REST weight 4 each)."""
+MARKS_COALESCE_S = 0.1
+"""Hand-overs finishing within this long share one write of the marks."""
 
 
 def market_name(symbol: str, interval: str) -> str:
@@ -96,6 +102,7 @@ class Worker:
         history: TradeHistory,
         listener_dsn: str,
         configured: Iterable[tuple[str, str]],
+        backfill_max_s: float = 300.0,
     ) -> None:
         self.store = store
         self.evaluator = evaluator
@@ -104,6 +111,7 @@ class Worker:
         self.marks = marks
         self.history = _Gated(history, asyncio.Semaphore(HANDOVER_CONCURRENCY))
         self.configured = sorted({market_name(s, i) for s, i in configured})
+        self.backfill_max_ms = int(backfill_max_s * 1000)
         self.owned: set[str] = set()
         self.live: set[str] = set()
         self.indexed: dict[str, Alert] = {}
@@ -113,6 +121,10 @@ class Worker:
         self.listener = Listener(listener_dsn, store.db.where, ALERTS_CHANNEL, self._changes.put_nowait)
         self.stats = WorkerStats()
         self.first_refresh = asyncio.Event()
+        self.degraded = False
+        self.degraded_since = 0.0
+        self._hold_until = 0.0
+        self._marks_task: asyncio.Task[None] | None = None
         evaluator.on_fired = self._forget_fired
 
     @property
@@ -121,26 +133,61 @@ class Worker:
 
     # --- the heartbeat job ---------------------------------------------------------------
     async def refresh(self) -> None:
-        """Marks, heartbeat, assignment, then drop what was lost and take what was gained."""
+        """The heartbeat job.  PostgreSQL unreachable: the worker is degraded — it keeps following
+        and evaluating its markets (firings wait in ``evaluator.pending``) and tries again next
+        heartbeat.  Back from an outage, it keeps its share for one liveness window before acting
+        on assignment changes: every member's heartbeat went stale meanwhile, and the first
+        worker back would otherwise see itself alone and take every market."""
+        try:
+            await self._refresh()
+        except (StorageUnavailable, *UNREACHABLE) as exc:
+            if not self.degraded:
+                self.degraded_since = time.monotonic()
+                log.warning("worker_degraded", error=repr(exc)[:300], pending=len(self.evaluator.pending))
+            self.degraded = True
+            return
+        if self.degraded:
+            log.info("worker_recovered", after_s=round(time.monotonic() - self.degraded_since, 1))
+            self.degraded = False
+        self.stats.refreshes += 1
+        self.first_refresh.set()
+
+    async def _refresh(self) -> None:
+        await self.store.db.fetchval("SELECT 1")  # unreachable: degraded, without a failed firing logged
+        for alert_id in await self.evaluator.retry_pending():
+            self._unindex(alert_id)  # fired or cancelled meanwhile: it leaves the indexes here
         await self.write_marks()
         reconnected = not self.listener.connected and await self.listener.ensure()
         rows = await self.store.db.fetch("SELECT DISTINCT symbol, interval FROM alerts")
         universe = set(self.configured) | {market_name(r["symbol"], r["interval"]) for r in rows}
-        await self.assignment.refresh(universe)
-        mine = set(self.assignment.owned)
-        lost, gained = self.owned - mine, mine - self.owned
-        if lost:
-            self.drop(lost)
-        if gained:
-            await self.take(gained)
+        change = await self.assignment.refresh(universe)
+        liveness_s = self.assignment.membership.liveness_s
+        if self.degraded:
+            self._hold_until = time.monotonic() + liveness_s
+        elif not self.stats.refreshes and change.workers == [self.member_id]:
+            # a cold start: the workers starting with this one have not heartbeated yet; taking
+            # every market now would warm all of them up here and hand most over again a moment
+            # later (REST weight spent twice)
+            self._hold_until = time.monotonic() + liveness_s
+            log.info("worker_waiting_for_peers", seconds=liveness_s)
+        if time.monotonic() >= self._hold_until:
+            mine = set(self.assignment.owned)
+            lost, gained = self.owned - mine, mine - self.owned
+            if lost:
+                self.drop(lost)
+            if gained:
+                await self.take(gained)
         if reconnected and self.stats.refreshes:
             await self.reload()
-        self.stats.refreshes += 1
-        self.first_refresh.set()
 
     async def write_marks(self) -> None:
+        """Marks of the live markets, except those with firings pending (their crossing is not
+        committed: a next owner must find it again)."""
         through = self.evaluator.ticks_through
-        marks = {m: t for m in self.live if (t := through.get(split_market(m))) is not None}
+        frozen = {
+            market_name(a.symbol, a.interval) for i in self.evaluator.pending if (a := self.indexed.get(i)) is not None
+        }
+        marks = {m: t for m in self.live - frozen if (t := through.get(split_market(m))) is not None}
         await self.marks.advance(marks, self.member_id)
 
     # --- markets -------------------------------------------------------------------------
@@ -151,7 +198,8 @@ class Worker:
             if task is not None:
                 task.cancel()
             for alert_id in list(self.by_market.pop(market, ())):
-                self._unindex(alert_id)
+                if alert_id not in self.evaluator.pending:  # a pending firing still owns its alert
+                    self._unindex(alert_id)
             self.owned.discard(market)
             self.live.discard(market)
             self.engine.unfollow(*split_market(market))
@@ -194,6 +242,7 @@ class Worker:
             if self._handovers.get(market) is asyncio.current_task():
                 del self._handovers[market]
         self.live.add(market)
+        self._write_marks_soon()  # live for the others (cluster status) now, not at the next heartbeat
         took = time.monotonic() - taken_at
         self._keep(self.stats.handovers, result)
         self._keep(self.stats.handover_s, took)
@@ -208,7 +257,14 @@ class Worker:
         while True:
             try:
                 return await hand_over(
-                    self.evaluator, self.history, self.engine.window_bars, symbol, interval, alerts, mark_ms
+                    self.evaluator,
+                    self.history,
+                    self.engine.window_bars,
+                    symbol,
+                    interval,
+                    alerts,
+                    mark_ms,
+                    self.backfill_max_ms,
                 )
             except asyncio.CancelledError:
                 raise
@@ -216,6 +272,15 @@ class Worker:
                 log.warning("handover_retry", market=market_name(symbol, interval), error=repr(exc), in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+    def _write_marks_soon(self) -> None:
+        if self._marks_task is None or self._marks_task.done():
+            self._marks_task = asyncio.create_task(self._write_marks_coalesced(), name="worker-marks")
+
+    async def _write_marks_coalesced(self) -> None:
+        await asyncio.sleep(MARKS_COALESCE_S)  # the hand-overs finishing together: one statement
+        with contextlib.suppress(StorageUnavailable, *UNREACHABLE):  # the heartbeat writes them again
+            await self.write_marks()
 
     @staticmethod
     def _keep(items: list[Any], item: Any, cap: int = 1000) -> None:
@@ -284,9 +349,17 @@ class Worker:
         return count
 
     async def expire_due_job(self) -> None:
-        await self.expire_due()
+        """The expiry job: skipped while degraded (the heartbeat reports the outage)."""
+        if self.degraded:
+            return
+        with contextlib.suppress(StorageUnavailable, *UNREACHABLE):
+            await self.expire_due()
 
     async def close(self) -> None:
+        if self._marks_task is not None:
+            self._marks_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._marks_task
         for task in list(self._handovers.values()):
             task.cancel()
         for task in list(self._handovers.values()):
@@ -298,6 +371,14 @@ class Worker:
     def readiness(self) -> tuple[bool, list[str]]:
         if not self.first_refresh.is_set():
             return False, ["no assignment yet (PostgreSQL not reached?)"]
+        if self.degraded:
+            away = time.monotonic() - self.degraded_since
+            pending = len(self.evaluator.pending)
+            return False, [f"PostgreSQL unreachable for {away:.0f} s: {pending} firing(s) waiting to be committed"]
+        if self.evaluator.pending:
+            return False, [f"{len(self.evaluator.pending)} firing(s) waiting to be committed"]
+        if time.monotonic() < self._hold_until:
+            return False, ["keeping the current share until the other workers heartbeat (start or outage)"]
         waiting = sorted(self.owned - self.live)
         if waiting:
             return False, [f"{len(waiting)} market(s) handing over: {', '.join(waiting[:5])}"]
@@ -315,4 +396,6 @@ class Worker:
             "reloads": self.stats.reloads,
             "handover_s_max": took[-1] if took else None,
             "listening": self.listener.connected,
+            "degraded": self.degraded,
+            "pending_firings": len(self.evaluator.pending),
         }

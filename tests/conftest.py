@@ -28,6 +28,7 @@ SLOW_SUITES = (
     "tests/brokers/test_unattended_daemon.py",
     "tests/cluster/test_order_leader.py",
     "tests/cluster/test_worker.py",
+    "tests/cluster/test_worker_outage.py",
 )
 """The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
 included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;

@@ -10,11 +10,9 @@ must have fired iff a trade after its arming reached its level; none may fire ot
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,32 +24,25 @@ import pytest
 
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
-from cluster.membership import owner_of
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
-from tests.support.external import stop_process_group
+from tests.support.workers import Workers, pid_of, real_clock_simulator, until
 
-ROOT = Path(__file__).resolve().parents[2]
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
 MARKETS = [f"{s} 1m" for s in SYMBOLS]
 LIVENESS_S = 2.0
 HEARTBEAT_S = 0.5
 DEADLINE_S = 60.0
 OFF_LEVEL = [sign * (j + 0.5) / 100 for j in range(7) for sign in (1, -1)]
-"""Prices posted: half-way between alert levels (2-6 % away), so the simulator's own noise around a
+"""Prices posted: half-way between alert levels (1-6 % away), so the simulator's own noise around a
 posted price does not touch a level — a level is reached by a posted trade, which every stream
 update after it shows, or not at all."""
 
 
 @pytest.fixture
 async def sim() -> AsyncIterator[Any]:
-    from brokers.simulator.app import start_simulator
-
-    running = await start_simulator(host="127.0.0.1", port=0, clock="real", symbols=SYMBOLS)
-    try:
+    async with real_clock_simulator(SYMBOLS) as running:
         yield running
-    finally:
-        await running.close()
 
 
 @pytest.fixture
@@ -63,81 +54,6 @@ async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
         yield dsn, db
     finally:
         await db.close()
-
-
-class Workers:
-    """Worker subprocesses, each in its own process group; their logs in ``logs``."""
-
-    def __init__(self, dsn: str, sim: Any, logs: Path) -> None:
-        ws = sim.url.replace("http://", "ws://")
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CHARTGEN_") or k == "CHARTGEN_CI"},
-            "CHARTGEN_POSTGRES_DSN": dsn,
-            "CHARTGEN_BINANCE_REST_URL": sim.url,
-            "CHARTGEN_BINANCE_STREAM_URL": ws,
-            "CHARTGEN_SYMBOLS": ",".join(SYMBOLS),
-            "CHARTGEN_INTERVALS": "1m",
-            "CHARTGEN_ENGINE_WINDOW_BARS": "50",
-            "CHARTGEN_CLUSTER_HEARTBEAT_S": str(HEARTBEAT_S),
-            "CHARTGEN_CLUSTER_LIVENESS_S": str(LIVENESS_S),
-            "CHARTGEN_LOG_FORMAT": "json",
-        }
-        self.logs = logs
-        self.procs: list[asyncio.subprocess.Process] = []
-
-    async def start(self) -> asyncio.subprocess.Process:
-        log = (self.logs / f"worker-{len(self.procs)}.log").open("wb")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "daemon",
-            "worker",
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    async def close(self) -> None:
-        for proc in self.procs:
-            await stop_process_group(proc)
-
-
-async def owners(db: PostgresDatabase) -> dict[str, str]:
-    """Market → the member whose hand-over mark it carries (its live evaluator)."""
-    return {r["market"]: r["member"] for r in await db.fetch("SELECT market, member FROM cluster_market_marks")}
-
-
-async def live_workers(db: PostgresDatabase) -> set[str]:
-    rows = await db.fetch(
-        "SELECT id FROM cluster_members WHERE role = 'worker'"
-        " AND last_seen > clock_timestamp() - make_interval(secs => $1)",
-        LIVENESS_S,
-    )
-    return {r["id"] for r in rows}
-
-
-async def until(check: Any, timeout_s: float = DEADLINE_S) -> Any:
-    """Poll ``check()`` (a query of other processes' state) until it returns something truthy."""
-    async with asyncio.timeout(timeout_s):
-        while not (result := await check()):  # noqa: ASYNC110 - the state is in other processes
-            await asyncio.sleep(0.05)
-        return result
-
-
-async def all_markets_marked(db: PostgresDatabase, exclude: set[str] = frozenset()) -> dict[str, str] | None:
-    """The owners once every market's mark was written by a live worker not in ``exclude``."""
-    marks, live = await owners(db), await live_workers(db)
-    ok = all(marks.get(m) in live - exclude for m in MARKETS)
-    return marks if ok else None
-
-
-def pid_of(member: str) -> int:
-    return int(member.split("/")[1])
 
 
 async def post_price(http: aiohttp.ClientSession, sim: Any, symbol: str, price: float) -> None:
@@ -179,9 +95,11 @@ def price_alert(symbol: str, above: bool, level: float, armed_ms: int) -> Alert:
 
 
 async def fired(db: PostgresDatabase) -> dict[str, tuple[int, float]]:
-    rows = await db.fetch("SELECT alert_id, COUNT(*) OVER (PARTITION BY alert_id) AS n, value FROM alert_events")
+    rows = await db.fetch(
+        "SELECT alert_id, outcome, COUNT(*) OVER (PARTITION BY alert_id) AS n, value FROM alert_events"
+    )
     assert all(r["n"] == 1 for r in rows)
-    return {r["alert_id"]: (int(r["n"]), float(r["value"])) for r in rows}
+    return {r["alert_id"]: (int(r["n"]), float(r["value"])) for r in rows if r["outcome"] == "fired"}
 
 
 @pytest.mark.slow
@@ -192,12 +110,12 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
     store = PgAlertStore(db)
     rng = random.Random(7)
     base = {s: float(p) for s, p in sim.exchange.start_prices()}
-    workers = Workers(dsn, sim, tmp_path)
+    workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S)
     alerts: list[Alert] = []
     try:
         for _ in range(3):
             await workers.start()
-        marks = await until(lambda: _shared_by(db, 3))  # the first one up may hold them all for a moment
+        marks = await until(lambda: workers.settled(db, 3), DEADLINE_S)  # not the first one up alone
 
         # Alerts 2-6 % away on both sides of every market (the simulator's own noise moves far less).
         now_ms = sim.exchange.now_ms()
@@ -219,7 +137,7 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
             await post_price(http, sim, symbol, base[symbol] * 1.035)  # reaches the +2 % and +3 % alerts
             await post_price(http, sim, symbol, base[symbol])
             killed_at = time.monotonic()
-            marks = await until(lambda: all_markets_marked(db, exclude={victim}))
+            await until(lambda: workers.settled(db, 2, exclude=[victim]), DEADLINE_S)
             moved_in = time.monotonic() - killed_at
             assert moved_in <= 10.0, f"the dead worker's markets were followed again after {moved_in:.1f} s"
             gap_fired = {
@@ -232,27 +150,47 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
             }  # type: ignore[operator]
             assert gap_fired == expected
 
-            # 2. Kills at random moments while prices move; a worker is restarted after each.
+            # 2. Alerts set one by one reach their owner by notification (1 % away: reached only by
+            #    posts 1.5 % away or more).
+            for s in SYMBOLS:
+                for above in (True, False):
+                    one = price_alert(s, above, base[s] * (1.01 if above else 0.99), sim.exchange.now_ms())
+                    await store.insert(one)
+                    alerts.append(one)
+                    by_id[one.id] = one
+
+            # Cancelled and expired ones leave their worker: none of them fires, whatever the price.
+            gone = [
+                price_alert(s, True, base[s] * 1.005, sim.exchange.now_ms()) for s in SYMBOLS[:4]
+            ]  # 0.5 % away: every post above the start price reaches it
+            expiring = [a.model_copy(update={"expires_at": time.time() + 1.0}) for a in gone[2:]]
+            for a in [*gone[:2], *expiring]:
+                await store.insert(a)
+            for a in gone[:2]:
+                assert await store.remove("alice", a.id, "cancelled", time.time()) is not None
+            outcomes = await until(lambda: _outcomes(db, [a.id for a in expiring]), DEADLINE_S)
+            assert outcomes == ["expired", "expired"]
+
+            # 3. Kills at random moments while prices move; a worker is restarted after each.
             for _ in range(3):
                 await workers.start()
-                await until(lambda: _shared_by(db, 3))
+                await until(lambda: workers.settled(db, 3), DEADLINE_S)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
                     await post_price(http, sim, s, base[s] * (1 + rng.choice(OFF_LEVEL)))
-                live = sorted(await live_workers(db))
-                dead = rng.choice(live)
+                dead = rng.choice(await workers.live(db))
                 os.kill(pid_of(dead), signal.SIGKILL)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
                     await post_price(http, sim, s, base[s] * (1 + rng.choice(OFF_LEVEL)))
                 killed_at = time.monotonic()
-                await until(lambda dead=dead: all_markets_marked(db, exclude={dead}))
+                await until(lambda dead=dead: workers.settled(db, 2, exclude=[dead]), DEADLINE_S)
                 assert time.monotonic() - killed_at <= 10.0
             for s in SYMBOLS:  # back to the start: nothing more to reach
                 await post_price(http, sim, s, base[s])
             end_ms = sim.exchange.now_ms()
             # every market evaluated past the end: whatever the trades reached has fired by now
-            await until(lambda: _marked_past(db, end_ms))
+            await until(lambda: _marked_past(db, end_ms), DEADLINE_S)
 
             should: set[str] = set()
             for s in SYMBOLS:
@@ -263,13 +201,6 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
                     if any(t > armed and (p >= level if a.kind == "price_above" else p <= level) for t, p in trades):
                         should.add(a.id)
         got = await fired(db)
-        for aid in sorted(should - set(got)):
-            a = by_id[aid]
-            print("MISSED", a.symbol, a.kind, a.threshold, a.armed_at)
-            trades = await _tape_now(sim, a.symbol, started_ms + 1, end_ms)
-            for t, p in trades:
-                if p >= (a.threshold or 0) if a.kind == "price_above" else p <= (a.threshold or 0):
-                    print("  crossing", t, p)
         assert set(got) == should, (
             f"missed: {sorted(should - set(got))[:5]}, fired without a crossing: {sorted(set(got) - should)[:5]}"
         )
@@ -280,20 +211,13 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
         await workers.close()
 
 
-async def _shared_by(db: PostgresDatabase, n: int) -> dict[str, str] | None:
-    """The owners once ``n`` workers are live and every market is evaluated by its rendezvous owner."""
-    live = sorted(await live_workers(db))
-    marks = await owners(db)
-    if len(live) != n or any(marks.get(m) != owner_of(m, live) for m in MARKETS):
-        return None
-    return marks
+async def _outcomes(db: PostgresDatabase, ids: list[str]) -> list[str] | None:
+    """The outcomes of ``ids`` once every one has one."""
+    rows = await db.fetch("SELECT alert_id, outcome FROM alert_events WHERE alert_id = ANY($1::text[])", ids)
+    found = {r["alert_id"]: r["outcome"] for r in rows}
+    return [found[i] for i in ids] if len(found) == len(ids) else None
 
 
 async def _marked_past(db: PostgresDatabase, end_ms: int) -> bool:
     rows = await db.fetch("SELECT evaluated_ms FROM cluster_market_marks WHERE market = ANY($1::text[])", MARKETS)
     return len(rows) == len(MARKETS) and all(r["evaluated_ms"] > end_ms for r in rows)
-
-
-async def _tape_now(sim: Any, symbol: str, start_ms: int, end_ms: int) -> list[tuple[int, float]]:
-    async with aiohttp.ClientSession() as http:
-        return await tape(http, sim, symbol, start_ms, end_ms)

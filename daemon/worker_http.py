@@ -1,0 +1,74 @@
+"""A cluster worker's own HTTP endpoints (``chartgen worker --port N``): ``GET /healthz``,
+``/readyz`` and ``/metrics``, on loopback only (no authentication: a scraper or a load balancer's
+health check on the same host, or through a proxy that adds its own).
+
+``/readyz`` is 200 once the worker has its share of the markets and every one of them finished its
+hand-over and its firings are all committed; 503 with the reasons otherwise (PostgreSQL away, a
+hand-over still running, firings waiting for PostgreSQL).  ``/metrics`` (Prometheus text) is read
+from the live objects at scrape time, like the daemon's (daemon/metrics.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from daemon.metrics import CONTENT_TYPE
+from daemon.worker_runtime import Worker
+
+
+class _WorkerCollector(Collector):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def collect(self) -> Iterator[Metric]:
+        w = self.worker
+        yield GaugeMetricFamily("chartgen_worker_markets", "markets this worker owns", len(w.owned))
+        yield GaugeMetricFamily("chartgen_worker_markets_live", "owned markets whose hand-over finished", len(w.live))
+        yield GaugeMetricFamily("chartgen_worker_alerts", "armed alerts this worker evaluates", len(w.indexed))
+        yield GaugeMetricFamily(
+            "chartgen_worker_firings_pending", "firings waiting for PostgreSQL", len(w.evaluator.pending)
+        )
+        yield GaugeMetricFamily(
+            "chartgen_worker_degraded", "1 while the last heartbeat did not reach PostgreSQL", int(w.degraded)
+        )
+        yield CounterMetricFamily("chartgen_worker_alerts_fired", "alerts fired by this worker", w.evaluator.fired)
+        yield CounterMetricFamily("chartgen_worker_handovers", "markets taken over", len(w.stats.handover_s))
+        yield CounterMetricFamily("chartgen_worker_refreshes", "heartbeats that reached PostgreSQL", w.stats.refreshes)
+        took = w.stats.handover_s
+        yield GaugeMetricFamily(
+            "chartgen_worker_handover_seconds_max",
+            "longest hand-over among the newest 1,000 (taken → first evaluated tick and backfill)",
+            max(took) if took else 0.0,
+        )
+
+
+def worker_app(worker: Worker) -> Starlette:
+    registry = CollectorRegistry()
+    registry.register(_WorkerCollector(worker))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "member": worker.member_id})
+
+    async def readyz(request: Request) -> Response:
+        ready, reasons = worker.readiness()
+        body = {"status": "ready" if ready else "not_ready", "reasons": reasons, **worker.status()}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ]
+    )

@@ -1,0 +1,137 @@
+"""``chartgen worker`` subprocesses against the simulator and a PostgreSQL, and the cluster state
+they write (shared by tests/cluster/test_worker.py and bench/cluster_workers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cluster.membership import owner_of
+from config.postgres import PostgresDatabase
+from tests.support.external import stop_process_group
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def real_clock_simulator(symbols: Sequence[str]) -> AsyncIterator[Any]:
+    """The exchange simulator on loopback, on the real clock, with ``symbols``."""
+    from brokers.simulator.app import start_simulator
+
+    running = await start_simulator(host="127.0.0.1", port=0, clock="real", symbols=symbols)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+class Workers:
+    """Worker subprocesses, each in its own process group; their logs in ``logs``."""
+
+    def __init__(
+        self,
+        dsn: str,
+        sim_url: str,
+        logs: Path,
+        *,
+        symbols: Sequence[str],
+        heartbeat_s: float,
+        liveness_s: float,
+        window_bars: int = 50,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("CHARTGEN_") or k == "CHARTGEN_CI"},
+            "CHARTGEN_POSTGRES_DSN": dsn,
+            "CHARTGEN_BINANCE_REST_URL": sim_url,
+            "CHARTGEN_BINANCE_STREAM_URL": sim_url.replace("http://", "ws://"),
+            "CHARTGEN_SYMBOLS": ",".join(symbols),
+            "CHARTGEN_INTERVALS": "1m",
+            "CHARTGEN_ENGINE_WINDOW_BARS": str(window_bars),
+            "CHARTGEN_CLUSTER_HEARTBEAT_S": str(heartbeat_s),
+            "CHARTGEN_CLUSTER_LIVENESS_S": str(liveness_s),
+            "CHARTGEN_LOG_FORMAT": "json",
+            **(env or {}),
+        }
+        self.markets = [f"{s} 1m" for s in symbols]
+        self.liveness_s = liveness_s
+        self.logs = logs
+        self.procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self, *, http: bool = False) -> asyncio.subprocess.Process:
+        """One more worker; with ``http`` it serves /readyz and /metrics on a free loopback port
+        (:meth:`http_url`)."""
+        log = (self.logs / f"worker-{len(self.procs)}.log").open("wb")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "daemon",
+            "worker",
+            *(["--port", "0"] if http else []),
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    async def http_url(self, index: int, timeout_s: float = 60.0) -> str:
+        """The HTTP base URL worker ``index`` logged when it started."""
+        path = self.logs / f"worker-{index}.log"
+
+        async def logged() -> str | None:
+            for line in path.read_text().splitlines():
+                if '"worker_started"' in line:
+                    return str(json.loads(line)["http"])
+            return None
+
+        return await until(logged, timeout_s)
+
+    async def close(self) -> None:
+        for proc in self.procs:
+            await stop_process_group(proc)
+
+    async def live(self, db: PostgresDatabase) -> list[str]:
+        rows = await db.fetch(
+            "SELECT id FROM cluster_members WHERE role = 'worker'"
+            " AND last_seen > clock_timestamp() - make_interval(secs => $1) ORDER BY id",
+            self.liveness_s,
+        )
+        return [r["id"] for r in rows]
+
+    async def settled(self, db: PostgresDatabase, n: int, exclude: Sequence[str] = ()) -> dict[str, str] | None:
+        """Market → owner once ``n`` workers (none in ``exclude``) are live and every market's mark was
+        last written by its rendezvous owner among them (its hand-over done); None until then."""
+        live = [m for m in await self.live(db) if m not in exclude]
+        marks = await owners(db)
+        if len(live) != n or any(marks.get(m) != owner_of(m, live) for m in self.markets):
+            return None
+        return marks
+
+
+async def owners(db: PostgresDatabase) -> dict[str, str]:
+    """Market → the member whose hand-over mark it carries (its live evaluator)."""
+    return {r["market"]: r["member"] for r in await db.fetch("SELECT market, member FROM cluster_market_marks")}
+
+
+def pid_of(member: str) -> int:
+    """The process id in a member id (``worker@host/pid/random``)."""
+    return int(member.split("/")[1])
+
+
+async def until(check: Callable[[], Awaitable[T | None]], timeout_s: float, every_s: float = 0.05) -> T:
+    """Poll ``check()`` — a query of state other processes write — until it returns something truthy."""
+    async with asyncio.timeout(timeout_s):
+        while not (result := await check()):  # noqa: ASYNC110 - the state is in other processes
+            await asyncio.sleep(every_s)
+        return result
