@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -38,7 +38,7 @@ from config.migrations import DatabaseError
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
 from daemon.engine_runtime import EngineSources, running_engine
-from daemon.http_server import serving
+from daemon.http_server import BindError, serving
 from daemon.logging import configure_logging
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
@@ -95,7 +95,7 @@ def main(argv: Sequence[str]) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_worker(settings, http_port=ns.port))
-    except DatabaseError as exc:
+    except (DatabaseError, BindError) as exc:
         print(f"chartgen worker: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -166,7 +166,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
         await db.close()
 
 
-def _log_status(worker: Worker):  # type: ignore[no-untyped-def]
+def _log_status(worker: Worker) -> Callable[[], Awaitable[None]]:
     async def run() -> None:
         log.info("worker_status", **worker.status())
 

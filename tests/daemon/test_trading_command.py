@@ -16,8 +16,9 @@ INVOCATIONS: dict[str, tuple[list[str], bytes | None]] = {
     "passphrase": (["set"], b"correct horse battery\n"),
     "trading": (["status"], None),
     "cluster": (["status"], None),
+    "worker": ([], None),
 }
-KEEPS_NO_DATA_DIR = {"cluster"}
+KEEPS_NO_DATA_DIR = {"cluster", "worker"}
 """Subcommands whose state is elsewhere (the cluster's PostgreSQL): --data-dir is refused, wherever it stands."""
 
 
