@@ -8,7 +8,7 @@ PORT ?= 9315
 
 NODE_TOOLS := tests/conformance/node_modules/.installed
 
-.PHONY: run test test-all bench lint chaos clean venv node-tools
+.PHONY: run test test-servers test-all bench lint chaos clean venv node-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,15 +32,19 @@ run: $(STAMP)
 	$(BIN)/chartgen --serve --trade --sim --host $(HOST) --port $(PORT)
 
 # `make test`: every test except those marked slow (the chaos and crash suites, listed in
-# tests/conftest.py SLOW_SUITES, and other long daemon runs); `make chaos`: those;
-# `make test-all`: both, as CI runs them (.ci/run).
+# tests/conftest.py SLOW_SUITES, and other long daemon runs) or servers (the storage and cluster
+# suites that start PostgreSQL or nats-server, SERVER_SUITES); `make test-servers`: the servers
+# ones not slow; `make chaos`: the slow ones; `make test-all`: all three, as CI runs them (.ci/run).
 test: $(STAMP) $(NODE_TOOLS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not servers"
+
+test-servers: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "servers and not slow"
 
 chaos: $(STAMP) $(NODE_TOOLS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
 
-test-all: test chaos
+test-all: test test-servers chaos
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

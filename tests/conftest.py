@@ -31,8 +31,26 @@ SLOW_SUITES = (
     "tests/cluster/test_worker_outage.py",
 )
 """The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
-included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest;
-CI runs both)."""
+included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest but the
+``servers`` suites below; CI runs all three)."""
+
+
+SERVER_SUITES = (
+    "tests/cluster/",
+    "tests/alerts/test_pg_concurrent_firing.py",
+    "tests/config/test_pg_migrations.py",
+    "tests/daemon/test_cluster_command.py",
+)
+"""Suites that start PostgreSQL or nats-server: marked ``servers``, run by ``make test-servers``
+(those also in SLOW_SUITES by ``make chaos``); so is every test using the session's ``postgres``
+fixture or parametrized with the "postgres" storage (tests/alerts/test_store.py)."""
+
+
+def _needs_servers(item: pytest.Item, where: str) -> bool:
+    if where.startswith(SERVER_SUITES) or "postgres" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,6 +58,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = item.path.resolve().relative_to(ROOT).as_posix()
         if where.startswith(SLOW_SUITES):
             item.add_marker(pytest.mark.slow)
+        if _needs_servers(item, where):
+            item.add_marker(pytest.mark.servers)
 
 
 @pytest.fixture(autouse=True)
