@@ -25,7 +25,7 @@ re-evaluated for bars that closed in the gap (their state needs the old owner's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -110,10 +110,12 @@ async def hand_over(
     alerts: Sequence[Alert],
     mark_ms: int | None,
     max_gap_ms: int = MAX_SPAN_MS,
+    synced: Callable[[], Awaitable[None]] | None = None,
 ) -> HandOver:
     """Steps 2 and 3 above for one market whose alerts are indexed and which is followed.
 
-    ``bars_of(symbol, interval)`` gives the market's closed bars (LiveEngine.window_bars)."""
+    ``bars_of(symbol, interval)`` gives the market's closed bars (LiveEngine.window_bars);
+    ``synced()`` returns once they include the warm-up (ticks are published before it is done)."""
     market = f"{symbol} {interval}"
     live_from = await evaluator.wait_ticks_past(symbol, interval, evaluator.ticks_through.get((symbol, interval)))
     priced = [a for a in alerts if a.kind in ("price_above", "price_below")]
@@ -129,7 +131,10 @@ async def hand_over(
     touch = [a for a in priced if a.trigger != "close"]
     trades = await history.trades(symbol, start + 1, live_from) if touch and start < live_from else []
     missed = missed_by_trades(touch, trades, mark_ms)
-    missed += missed_by_closes(priced, bars_of(symbol, interval), mark_ms, live_from)
+    if any(a.trigger == "close" for a in priced):
+        if synced is not None:  # ticks flow before the warm-up's bars are in: wait for the gap's closes
+            await synced()
+        missed += missed_by_closes(priced, bars_of(symbol, interval), mark_ms, live_from)
     fired = await evaluator.fire_missed(missed) if missed else []
     if fired:
         log.info("handover_fired", market=market, fired=len(fired), gap_s=(live_from - start) / 1000)

@@ -265,6 +265,7 @@ class Worker:
                     alerts,
                     mark_ms,
                     self.backfill_max_ms,
+                    synced=lambda: self.engine.wait_until(lambda: not self.engine.is_stale(symbol, interval)),
                 )
             except asyncio.CancelledError:
                 raise

@@ -151,3 +151,69 @@ async def test_alert_changes_are_announced_at_commit(pg: tuple[str, PostgresData
         assert parse_change("set BTCUSDT") is None and parse_change("future 1 2 3") is None
     finally:
         await listener.close()
+
+
+class _FakeEvaluator:
+    """What hand_over uses of the worker's evaluator: the first tick and fire_missed."""
+
+    def __init__(self, first_tick_ms: int) -> None:
+        self.ticks_through: dict[tuple[str, str], int] = {}
+        self.first_tick_ms = first_tick_ms
+        self.fired: list[tuple[str, float, int]] = []
+
+    async def wait_ticks_past(self, symbol: str, interval: str, after_ms: int | None) -> int:
+        return self.first_tick_ms
+
+    async def fire_missed(self, missed: Any) -> list[Any]:
+        self.fired.extend((a.id, p, t) for a, p, t in missed)
+        return list(missed)
+
+
+class _FakeHistory:
+    def __init__(self, trades: list[TradePrint]) -> None:
+        self.trades_ = trades
+        self.asked: list[tuple[int, int]] = []
+
+    async def trades(self, symbol: str, start_ms: int, end_ms: int) -> list[TradePrint]:
+        self.asked.append((start_ms, end_ms))
+        return [t for t in self.trades_ if start_ms <= t.time_ms <= end_ms]
+
+
+async def test_hand_over_checks_the_gap_after_the_mark_and_closes_once_the_window_is_synced() -> None:
+    from daemon.worker_handover import hand_over
+
+    evaluator = _FakeEvaluator(first_tick_ms=200_000)
+    history = _FakeHistory([TradePrint(50_000, 120.0), TradePrint(150_000, 106.0), TradePrint(190_000, 99.0)])
+    synced = asyncio.Event()
+    order: list[str] = []
+
+    def bars_of(symbol: str, interval: str) -> Bars:
+        order.append("bars")
+        assert synced.is_set(), "the closes were read before the warm-up's bars were in"
+        times = np.array([60, 120], dtype=np.int64)
+        close = np.array([100.0, 107.0])
+        return Bars(close, close, close, close, close, times)
+
+    async def wait_synced() -> None:
+        order.append("synced")
+        synced.set()
+
+    alerts = [
+        alert(1, True, 105, 0),  # touch: 150 s trade reaches it (after the 100 s mark)
+        alert(2, True, 110, 0),  # touch: only the 50 s trade (before the mark) reached it
+        alert(3, True, 105, 0, "close"),  # bar 120 s closed at 180 s, inside the gap, beyond 105
+    ]
+    result = await hand_over(
+        evaluator,  # type: ignore[arg-type]
+        history,
+        bars_of,
+        "BTCUSDT",
+        "1m",
+        alerts,
+        100_000,
+        synced=wait_synced,
+    )
+    assert history.asked == [(100_001, 200_000)]
+    assert evaluator.fired == [("a1", 106.0, 150_000), ("a3", 107.0, 120_000)]
+    assert order == ["synced", "bars"]
+    assert (result.live_from_ms, result.checked_from_ms, result.fired) == (200_000, 100_000, 2)
