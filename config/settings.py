@@ -17,7 +17,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.channels import ChannelSettings, resolve_channels
-from config.credentials import read_credential
+from config.credentials import key_pair, read_credential
+from config.list_values import split_list
 from config.toml_source import TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
@@ -221,12 +222,12 @@ class Settings(BaseSettings):
     @field_validator("symbols", mode="before")
     @classmethod
     def _split_symbols(cls, v: Any) -> Any:
-        return _split_list(v, upper=True)
+        return split_list(v, upper=True)
 
     @field_validator("tool_groups", mode="before")
     @classmethod
     def _split_groups(cls, v: Any) -> Any:
-        out = _split_list(v, upper=False)
+        out = split_list(v, upper=False)
         return [g.lower() for g in out] if isinstance(out, list) else out
 
     @field_validator("tool_groups")
@@ -243,7 +244,7 @@ class Settings(BaseSettings):
     @field_validator("oauth_redirect_hosts", "trusted_proxies", "notify_all_channels", mode="before")
     @classmethod
     def _split_hosts(cls, v: Any) -> Any:
-        return _split_list(v, upper=False)
+        return split_list(v, upper=False)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -260,7 +261,7 @@ class Settings(BaseSettings):
     @field_validator("trading_allowed_symbols", mode="before")
     @classmethod
     def _split_allowed(cls, v: Any) -> Any:
-        return _split_list(v, upper=True)
+        return split_list(v, upper=True)
 
     @field_validator("paper_balances", mode="before")
     @classmethod
@@ -278,7 +279,7 @@ class Settings(BaseSettings):
     @field_validator("intervals", "indicators", mode="before")
     @classmethod
     def _split_lists(cls, v: Any) -> Any:
-        return _split_list(v, upper=False)
+        return split_list(v, upper=False)
 
     @field_validator("symbols")
     @classmethod
@@ -331,7 +332,7 @@ class Settings(BaseSettings):
             if self.binance_api_secret
             else os.environ.get("BINANCE_API_SECRET")
         )
-        return _with_credentials(key, secret, "binance")
+        return key_pair(key, secret, "binance")
 
     def cluster_dsn(self) -> str | None:
         """The cluster's PostgreSQL DSN: the systemd credential ``postgres_dsn`` if there is one, else
@@ -343,7 +344,7 @@ class Settings(BaseSettings):
         """(key, secret) for broker = "ccxt" from the settings or systemd credentials; None if absent."""
         key = self.ccxt_api_key.get_secret_value() if self.ccxt_api_key else None
         secret = self.ccxt_api_secret.get_secret_value() if self.ccxt_api_secret else None
-        return _with_credentials(key, secret, "ccxt")
+        return key_pair(key, secret, "ccxt")
 
     def resolved_data_dir(self) -> Path:
         """The data directory: setting, else $STATE_DIRECTORY (systemd), else ~/.chartgen."""
@@ -352,33 +353,6 @@ class Settings(BaseSettings):
     def host_is_loopback(self) -> bool:
         """True when ``host`` only accepts connections from this machine."""
         return is_loopback_host(self.host)
-
-
-def _with_credentials(key: str | None, secret: str | None, prefix: str) -> tuple[str, str] | None:
-    """(key, secret), each replaced by systemd's ``{prefix}_api_key`` / ``{prefix}_api_secret``
-    credential when one exists; None unless both are known."""
-    key = read_credential(f"{prefix}_api_key") or key
-    secret = read_credential(f"{prefix}_api_secret") or secret
-    return (key, secret) if key and secret else None
-
-
-def _split_list(v: Any, *, upper: bool) -> Any:
-    items: list[str]
-    if isinstance(v, str):
-        items = [v]
-    elif isinstance(v, (list, tuple)):
-        items = [str(x) for x in v]
-    else:
-        return v
-    out: list[str] = []
-    for item in items:
-        for part in item.split(","):
-            part = part.strip()
-            if part:
-                part = part.upper() if upper else part
-                if part not in out:
-                    out.append(part)
-    return out
 
 
 def resolve_data_dir(explicit: Path | None) -> Path:

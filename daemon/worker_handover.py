@@ -25,6 +25,7 @@ re-evaluated for bars that closed in the gap (their state needs the old owner's 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +38,31 @@ from engine.market_data.intervals import interval_seconds
 from engine.market_data.trade_history import MAX_SPAN_MS, TradeHistory, TradePrint
 
 log = structlog.get_logger(__name__)
+
+
+HANDOVER_CONCURRENCY = 16
+"""Markets whose trade history is fetched at once after a take-over (REST weight 4 each)."""
+
+
+def market_name(symbol: str, interval: str) -> str:
+    return f"{symbol} {interval}"
+
+
+def split_market(market: str) -> tuple[str, str]:
+    symbol, interval = market.split(" ", 1)
+    return symbol, interval
+
+
+class GatedHistory:
+    """At most ``gate``'s count of trade-history fetches at once (the waits for first ticks are not gated)."""
+
+    def __init__(self, inner: TradeHistory, gate: asyncio.Semaphore) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    async def trades(self, symbol: str, start_ms: int, end_ms: int) -> list[TradePrint]:
+        async with self.gate:
+            return await self.inner.trades(symbol, start_ms, end_ms)
 
 
 def armed_ms(alert: Alert) -> int:

@@ -47,37 +47,14 @@ from alerts.worker_evaluator import WorkerEvaluator
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment
 from config.postgres import UNREACHABLE, Listener, StorageUnavailable
-from daemon.worker_handover import HandOver, hand_over
+from daemon.worker_handover import HANDOVER_CONCURRENCY, GatedHistory, HandOver, hand_over, market_name, split_market
 from engine.live import LiveEngine
-from engine.market_data.trade_history import TradeHistory, TradePrint
+from engine.market_data.trade_history import TradeHistory
 
 log = structlog.get_logger(__name__)
 
-HANDOVER_CONCURRENCY = 16
-"""Markets whose trade history is fetched at once after a take-over (REST weight 4 each)."""
 MARKS_COALESCE_S = 0.1
 """Hand-overs finishing within this long share one write of the marks."""
-
-
-def market_name(symbol: str, interval: str) -> str:
-    return f"{symbol} {interval}"
-
-
-def split_market(market: str) -> tuple[str, str]:
-    symbol, interval = market.split(" ", 1)
-    return symbol, interval
-
-
-class _Gated:
-    """At most ``gate``'s count of trade-history fetches at once (the waits for first ticks are not gated)."""
-
-    def __init__(self, inner: TradeHistory, gate: asyncio.Semaphore) -> None:
-        self.inner = inner
-        self.gate = gate
-
-    async def trades(self, symbol: str, start_ms: int, end_ms: int) -> list[TradePrint]:
-        async with self.gate:
-            return await self.inner.trades(symbol, start_ms, end_ms)
 
 
 @dataclass(slots=True)
@@ -109,7 +86,7 @@ class Worker:
         self.engine = engine
         self.assignment = assignment
         self.marks = marks
-        self.history = _Gated(history, asyncio.Semaphore(HANDOVER_CONCURRENCY))
+        self.history = GatedHistory(history, asyncio.Semaphore(HANDOVER_CONCURRENCY))
         self.configured = sorted({market_name(s, i) for s, i in configured})
         self.backfill_max_ms = int(backfill_max_s * 1000)
         self.owned: set[str] = set()
