@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import signal
 import statistics
 import tempfile
 import time
@@ -129,7 +127,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from brokers.simulator.app import start_simulator
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, pid_of, until
+    from tests.support.workers import Workers, until
 
     symbols = [f"B{n:03d}USDT" for n in range(args.markets)]
     rng = random.Random(11)
@@ -201,13 +199,11 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         for _ in range(args.moves):
                             await _post(http, sim.url, rng, symbols, base)
                         dead = rng.choice(await workers.live(db))
-                        os.kill(pid_of(dead), signal.SIGKILL)
+                        workers.kill(dead)
                         killed = time.monotonic()
                         for _ in range(args.moves):
                             await _post(http, sim.url, rng, symbols, base)
-                        await until(
-                            lambda n=n, w=workers, d=db, x=dead: w.settled(d, n - 1, exclude=[x]), DEADLINE_S, 0.05
-                        )
+                        await until(lambda n=n, w=workers, d=db: w.settled(d, n - 1), DEADLINE_S, 0.05)
                         takeovers.append(time.monotonic() - killed)
                         print(
                             f"  round {r + 1}: markets evaluated again {takeovers[-1]:.2f} s after the kill", flush=True

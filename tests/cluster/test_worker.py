@@ -10,9 +10,7 @@ must have fired iff a trade after its arming reached its level; none may fire ot
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +24,7 @@ from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
-from tests.support.workers import Workers, pid_of, real_clock_simulator, until
+from tests.support.workers import Workers, real_clock_simulator, until
 
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
 MARKETS = [f"{s} 1m" for s in SYMBOLS]
@@ -133,11 +131,11 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
             victim_market = MARKETS[0]
             symbol = victim_market.split()[0]
             victim = marks[victim_market]
-            os.kill(pid_of(victim), signal.SIGKILL)
+            workers.kill(victim)
             await post_price(http, sim, symbol, base[symbol] * 1.035)  # reaches the +2 % and +3 % alerts
             await post_price(http, sim, symbol, base[symbol])
             killed_at = time.monotonic()
-            await until(lambda: workers.settled(db, 2, exclude=[victim]), DEADLINE_S)
+            await until(lambda: workers.settled(db, 2), DEADLINE_S)
             moved_in = time.monotonic() - killed_at
             assert moved_in <= 10.0, f"the dead worker's markets were followed again after {moved_in:.1f} s"
             gap_fired = {
@@ -179,12 +177,12 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
                     s = rng.choice(SYMBOLS)
                     await post_price(http, sim, s, base[s] * (1 + rng.choice(OFF_LEVEL)))
                 dead = rng.choice(await workers.live(db))
-                os.kill(pid_of(dead), signal.SIGKILL)
+                workers.kill(dead)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
                     await post_price(http, sim, s, base[s] * (1 + rng.choice(OFF_LEVEL)))
                 killed_at = time.monotonic()
-                await until(lambda dead=dead: workers.settled(db, 2, exclude=[dead]), DEADLINE_S)
+                await until(lambda: workers.settled(db, 2), DEADLINE_S)
                 assert time.monotonic() - killed_at <= 10.0
             for s in SYMBOLS:  # back to the start: nothing more to reach
                 await post_price(http, sim, s, base[s])

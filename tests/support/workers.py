@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ class Workers:
         self.liveness_s = liveness_s
         self.logs = logs
         self.procs: list[asyncio.subprocess.Process] = []
+        self.killed: set[str] = set()
 
     async def start(self, *, http: bool = False) -> asyncio.subprocess.Process:
         """One more worker; with ``http`` it serves /readyz and /metrics on a free loopback port
@@ -101,18 +103,26 @@ class Workers:
         for proc in self.procs:
             await stop_process_group(proc)
 
+    def kill(self, member: str) -> None:
+        """SIGKILL the worker ``member``; it stays out of :meth:`live` even while its last heartbeat is
+        still inside the liveness window (a killed worker that owned no market is otherwise counted
+        live by :meth:`settled` until the window passes)."""
+        os.kill(pid_of(member), signal.SIGKILL)
+        self.killed.add(member)
+
     async def live(self, db: PostgresDatabase) -> list[str]:
+        """The workers heard from within the liveness window that were not killed."""
         rows = await db.fetch(
             "SELECT id FROM cluster_members WHERE role = 'worker'"
             " AND last_seen > clock_timestamp() - make_interval(secs => $1) ORDER BY id",
             self.liveness_s,
         )
-        return [r["id"] for r in rows]
+        return [r["id"] for r in rows if r["id"] not in self.killed]
 
-    async def settled(self, db: PostgresDatabase, n: int, exclude: Sequence[str] = ()) -> dict[str, str] | None:
-        """Market → owner once ``n`` workers (none in ``exclude``) are live and every market's mark was
-        last written by its rendezvous owner among them (its hand-over done); None until then."""
-        live = [m for m in await self.live(db) if m not in exclude]
+    async def settled(self, db: PostgresDatabase, n: int) -> dict[str, str] | None:
+        """Market → owner once ``n`` workers (none killed) are live and every market's mark was last
+        written by its rendezvous owner among them (its hand-over done); None until then."""
+        live = await self.live(db)
         marks = await owners(db)
         if len(live) != n or any(marks.get(m) != owner_of(m, live) for m in self.markets):
             return None
