@@ -43,6 +43,7 @@ from alerts.outbox_store import ChannelRouting
 from alerts.pg_changes import notify_gone, notify_reload, notify_set
 from alerts.pg_firing_sql import RECORD as _RECORD
 from alerts.pg_firing_sql import TAKE as _TAKE
+from alerts.pg_push import notify_pushed
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
 from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
@@ -253,6 +254,10 @@ class PgAlertStore:
             [frames[aid] for aid in pushed],
         )
         seqs = {r["alert_id"]: int(r["seq"]) for r in result if r["alert_id"] is not None}
+        by_principal: dict[str, list[int]] = {}
+        for aid, seq in seqs.items():
+            by_principal.setdefault(alerts[aid].principal, []).append(seq)
+        await notify_pushed(conn, by_principal)
         out = [Fired(alerts[aid], by_id[aid], seqs.get(aid), frames.get(aid), None) for aid in live]
         for r in result:
             if r["alert_id"] is None:

@@ -98,6 +98,10 @@ class PushHub:
     def connected(self, principal: str) -> bool:
         return bool(self._streams.get(principal))
 
+    def principals(self) -> list[str]:
+        """The principals with at least one stream open."""
+        return list(self._streams)
+
     def stream_count(self) -> int:
         return sum(len(s) for s in self._streams.values())
 

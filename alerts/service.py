@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 import structlog
 
+from alerts.action_runner import ActionRunner
 from alerts.actions import ActionExecutor
-from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
+from engine.indicators.registry import IndicatorRequest
 from engine.market_data.errors import MarketDataError
 
 log = structlog.get_logger(__name__)
@@ -29,13 +30,41 @@ SymbolCheck = Callable[[str], Awaitable[str | None]]
 """Returns None when the exchange lists the symbol, else a message for the caller."""
 
 
+class ExchangeClock(Protocol):
+    def exchange_time_ms(self, symbol: str) -> int | None: ...
+
+
+class AlertIndex(Protocol):
+    """Where the service puts the alerts it sets: the evaluator (alerts/evaluator.py) on a single
+    node; on a cluster front the store, which announces them to the workers (alerts/front_alerts.py)."""
+
+    @property
+    def market(self) -> ExchangeClock: ...
+
+    @property
+    def actions(self) -> ActionRunner | None: ...
+
+    def index(self, alert: Alert, request: IndicatorRequest | None = None) -> None: ...
+
+    def index_many(self, alerts: Iterable[Alert]) -> None: ...
+
+    def unindex(self, alert: Alert) -> None: ...
+
+    async def write_audit(self) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    @property
+    def active_count(self) -> int: ...
+
+
 class AlertService:
     """Alert and notification operations behind the MCP tools."""
 
     def __init__(
         self,
         store: AlertRepository,
-        evaluator: AlertEvaluator,
+        evaluator: AlertIndex,
         hub: PushHub,
         *,
         default_interval: str,

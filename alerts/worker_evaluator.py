@@ -8,6 +8,11 @@ hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
 - :meth:`fire_missed`: fire alerts for prices the live path did not see (the gap's trades and
   closes), taken out of their books first so a live event and the backfill never both fire one.
 - ``on_fired``: told of every committed firing (the worker forgets the alerts it held).
+- :meth:`recent_prices`: the ticks evaluated in the last :data:`RECENT_S` seconds per symbol.  An
+  alert set at a front reaches its worker by ``NOTIFY`` a few milliseconds after it was armed;
+  ticks evaluated meanwhile did not see it.  The worker checks them when it indexes the alert
+  (daemon/worker_runtime.py) — in the same step, with no await between, so a tick is either in
+  this record or evaluated with the alert indexed.
 - ``pending``: firings PostgreSQL did not confirm because it could not be reached.  The
   single-process evaluator puts such alerts back into their books, to fire on a later price —
   which loses a crossing if the price has moved back by then.  Here they stay out of the books
@@ -20,6 +25,7 @@ hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +40,13 @@ from alerts.store import Fired
 from config.postgres import StorageUnavailable
 from engine.events import Tick
 from engine.market_data.intervals import interval_seconds
+from engine.market_data.trade_history import TradePrint
 
 log = structlog.get_logger(__name__)
+
+RECENT_S = 10.0
+"""How long evaluated ticks are kept for alerts indexed after them (a notification's delay is
+milliseconds; a busy worker's loop may add a second)."""
 
 
 def _keep_out() -> None:
@@ -49,8 +60,21 @@ class WorkerEvaluator(AlertEvaluator):
         self.on_fired: Callable[[list[Fired]], None] | None = None
         self._tick_waiters: list[asyncio.Future[None]] = []
         self.pending: dict[str, Firing] = {}
+        self._recent: dict[str, deque[TradePrint]] = {}
+
+    def recent_prices(self, symbol: str) -> list[TradePrint]:
+        """The ticks of ``symbol`` evaluated in the last :data:`RECENT_S` seconds, oldest first."""
+        return list(self._recent.get(symbol, ()))
 
     async def on_ticks(self, ticks: Sequence[Tick]) -> list[Fired]:
+        horizon_ms = int(RECENT_S * 1000)
+        for tick in ticks:  # recorded before the crossing check below, with no await between
+            ring = self._recent.get(tick.symbol)
+            if ring is None:
+                ring = self._recent[tick.symbol] = deque()
+            ring.append(TradePrint(tick.time_ms, tick.price))
+            while ring[0].time_ms < tick.time_ms - horizon_ms:
+                ring.popleft()
         fired = await super().on_ticks(ticks)  # raises if the firing was not committed: no mark moves
         through = self.ticks_through
         for tick in ticks:

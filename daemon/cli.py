@@ -3,8 +3,9 @@
     chartgen -s BTCUSDT -i 4h -p rsi -o out.png      one-shot render
     chartgen --mcp                                   MCP over stdio
     chartgen --serve [--trade] [--sim]               MCP over Streamable HTTP
+    chartgen --serve --cluster                       a cluster front (tokens, alerts, streams on PostgreSQL)
     chartgen sim-exchange --port 0                   the Binance-compatible simulator
-    chartgen token create NAME | list | revoke ID    personal access tokens (bearer)
+    chartgen token create NAME | list | revoke ID    personal access tokens (bearer; --cluster: the cluster's)
     chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
     chartgen cluster migrate | status                the cluster's PostgreSQL (scale-out building blocks)
     chartgen worker                                  a cluster worker (its share of markets and alerts)
@@ -90,6 +91,9 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcp", action="store_true", help="serve MCP over stdio (Claude Desktop)")
     p.add_argument("--serve", action="store_true", help="serve MCP over Streamable HTTP")
     p.add_argument("--trade", action="store_true", help="also run the trading engine")
+    p.add_argument(
+        "--cluster", action="store_true", help="with --serve: a stateless front of the cluster (postgres_dsn)"
+    )
     p.add_argument("--testnet", action="store_true", help="Binance spot testnet for market data and orders")
     p.add_argument("--sim", action="store_true", help="start the exchange simulator in-process and use it (offline)")
     p.add_argument(
@@ -166,6 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return worker_main([*hoisted, *rest[1:]])
     ns = _main_parser().parse_args([*hoisted, *rest])
+    if ns.cluster and (problem := _cluster_conflict(ns)):
+        print(f"chartgen: error: --cluster {problem}", file=sys.stderr)
+        return 2
     try:
         settings = _settings_from(ns)
     except (ValidationError, ConfigFileError) as exc:
@@ -180,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.mcp:
             asyncio.run(modes.run_stdio(settings, sim=ns.sim, trade=ns.trade))
         elif ns.serve or ns.trade:
-            asyncio.run(modes.run_http(settings, sim=ns.sim, trade=ns.trade))
+            asyncio.run(modes.run_http(settings, sim=ns.sim, trade=ns.trade, cluster=ns.cluster))
         else:
             symbol = ns.symbol[0].split(",")[0].strip() if ns.symbol else None
             asyncio.run(
@@ -205,6 +212,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _cluster_conflict(ns: argparse.Namespace) -> str | None:
+    """Why ``--cluster`` cannot go with the other flags given (None: it can)."""
+    if not ns.serve:
+        return "runs a front: use it with --serve (workers run as `chartgen worker`)"
+    for flag, given in (("--trade", ns.trade), ("--sim", ns.sim), ("--mcp", ns.mcp)):
+        if given:
+            return (
+                f"cannot be combined with {flag}: a front serves the cluster's state (the workers follow the"
+                " markets; point them and the fronts at one exchange or simulator)"
+            )
+    if ns.data_dir is not None:
+        return "keeps no local state: drop --data-dir (the front's state is in postgres_dsn)"
+    return None
 
 
 def settings_problems(exc: ValidationError | ConfigFileError) -> str:

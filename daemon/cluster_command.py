@@ -1,17 +1,17 @@
 """``chartgen cluster migrate | status``: the cluster's PostgreSQL, for the operator.
 
 ``migrate`` applies the PostgreSQL schema of every cluster package (alerts, leases, membership,
-order intents; config/postgres.py: all pending steps in one transaction, a newer database
-refused).  ``status`` shows what the cluster's state says now: the members and whether each is
-live, the leases (who leads which exchange account, with its fencing token), the order intents
-per account and state, and which live worker owns each market that has armed alerts (the
-rendezvous assignment every worker computes the same way).  ``--json`` prints the same as one
-JSON object.  Both read ``postgres_dsn`` (``--postgres-dsn``, ``CHARTGEN_POSTGRES_DSN`` or the
-settings file); the password never appears in output.
+order intents, hand-over marks, bearer tokens; config/postgres.py: all pending steps in one
+transaction, a newer database refused).  ``status`` shows what the cluster's state says now: the
+members and whether each is live, the leases (who leads which exchange account, with its fencing
+token), the order intents per account and state, and which live worker owns each market that has
+armed alerts (the rendezvous assignment every worker computes the same way).  ``--json`` prints
+the same as one JSON object.  Both read ``postgres_dsn`` (``--postgres-dsn``,
+``CHARTGEN_POSTGRES_DSN`` or the settings file); the password never appears in output.
 
 It also shows each live worker's alert evaluation lag: per market, the server's clock minus the
 exchange time of the newest tick the worker evaluated (cluster/marks.py), the worst per worker.
-No front role exists yet (docs/design.md §11).
+Fronts (``chartgen --serve --cluster``) are listed as members with their address.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
 from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
+from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
 
 CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     ALERT_PG_MIGRATIONS,
@@ -41,6 +42,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     MEMBER_MIGRATIONS,
     ORDER_MIGRATIONS,
     MARK_MIGRATIONS,
+    PG_TOKEN_MIGRATIONS,
 )
 
 

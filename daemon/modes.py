@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -13,6 +14,7 @@ import structlog
 
 from config import Settings
 from daemon.dashboard_runtime import dashboard_setup
+from daemon.front_runtime import Front, front_services
 from daemon.heap import freeze_startup_heap
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
 from daemon.metrics import DaemonMetrics
@@ -103,8 +105,22 @@ async def run_stdio(settings: Settings, *, sim: bool, trade: bool = False) -> No
             await router.session_push.close()
 
 
-async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
-    """``--serve`` (and ``--trade``): MCP over Streamable HTTP on ``settings.host:port``."""
+@contextlib.asynccontextmanager
+async def serving_services(
+    settings: Settings, *, sim: bool, trade: bool, cluster: bool, address: str
+) -> AsyncIterator[tuple[Settings, Services, Front | None]]:
+    """The single node's services, or with ``cluster`` a front's on the cluster's PostgreSQL."""
+    if cluster:
+        async with front_services(settings, address=address) as (settings, services, front):
+            yield settings, services, front
+    else:
+        async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
+            yield settings, services, None
+
+
+async def run_http(settings: Settings, *, sim: bool, trade: bool, cluster: bool = False) -> None:
+    """``--serve`` (and ``--trade``): MCP over Streamable HTTP on ``settings.host:port``; with
+    ``cluster`` a stateless front of the cluster (daemon/front_runtime.py)."""
     if not settings.host_is_loopback() and not (settings.base_url or "").startswith("https://"):
         raise ModeError(
             f"refusing to listen on {settings.host} without TLS in front: bearer tokens would cross the network in "
@@ -116,16 +132,28 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
     except BindError as exc:
         raise ModeError(str(exc)) from exc
     host, port = sock.getsockname()[:2]
-    async with daemon_services(settings, sim=sim, trade=trade) as (settings, services):
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}"
+    async with serving_services(settings, sim=sim, trade=trade, cluster=cluster, address=address) as (
+        settings,
+        services,
+        front,
+    ):
         server, router = build_server(services)
         engine = services.engine
         extra: dict[str, Any] = {}
         guesses = PassphraseAttempts()  # one limiter for the operator passphrase on every page that asks for it
-        if settings.oauth_enabled and services.tokens is not None:
+        if settings.oauth_enabled and isinstance(services.tokens, TokenStore):  # not on a front yet
             oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port), guesses)
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
-        ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services), guesses)
+        ui = []
+        if front is None:
+            ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services), guesses)
         extra["extra_routes"] = [*extra.get("extra_routes", []), *ui]
+        if front is not None:
+            readiness: Any = front.readiness
+        else:
+            readiness = (lambda: daemon_readiness(services)) if engine is not None else None
         allowed = public_host(settings)
         metrics = DaemonMetrics(services)
         router.observers.append(metrics.observe_tool)
@@ -136,20 +164,25 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
             host=settings.host,
             allowed_hosts=[allowed] if allowed else None,
             **extra,
-            readiness=(lambda: daemon_readiness(services)) if engine is not None else None,
+            readiness=readiness,
             authenticate=token_authenticator(services.tokens),
             push_hub=services.push,
             push_store=services.alerts.store if services.alerts is not None else None,
             keepalive_s=settings.sse_keepalive_s,
-            status=lambda: daemon_status_with_channels(services),
+            status=(lambda: daemon_status_with_channels(services, front)),
             max_unauthenticated_body_bytes=settings.max_unauthenticated_body_bytes,
             max_streams_per_principal=settings.max_streams_per_principal,
             metrics_require_token=settings.metrics_require_token,
         )
         http = make_server(app, trusted_proxies=settings.trusted_proxies)
         stop_on_signals(http)
-        shown = f"[{host}]" if ":" in host else host
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
+        if front is not None:
+            print(
+                f"Cluster front {front.member_id}: tokens, alerts and notifications in the cluster's PostgreSQL"
+                " (OAuth, the dashboard and the trading tools are not served by fronts yet)",
+                flush=True,
+            )
         if ui:
             print(f"Dashboard: http://{shown}:{port}/ui (sign in with the operator passphrase)", flush=True)
         if sim:
@@ -165,7 +198,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool) -> None:
         log.info("mcp_http_started", host=host, port=port, trade=trade, **describe_endpoints(settings))
         freeze_startup_heap()
         notifier = Notifier()
-        systemd = asyncio.create_task(_tell_systemd(notifier, http, services), name="sd-notify")
+        systemd = asyncio.create_task(_tell_systemd(notifier, http, services, front), name="sd-notify")
         try:
             await http.serve(sockets=[sock])
         finally:
@@ -195,8 +228,11 @@ def halt_note(services: Services) -> str | None:
     return None if halt is None else halt.note()
 
 
-def status_line(services: Services) -> str:
+def status_line(services: Services, front: Front | None = None) -> str:
     """The one-line state for systemd's STATUS= (a halt first, then degraded reasons)."""
+    if front is not None:
+        ready, reasons = front.readiness()
+        return f"cluster front: {'ready' if ready else 'degraded: ' + '; '.join(reasons)}"
     engine = services.engine
     if engine is None:
         return "serving (charts only)"
@@ -238,13 +274,13 @@ async def announce_not_ready(
     print("\n".join(lines), file=out or sys.stdout, flush=True)
 
 
-async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Services) -> None:
+async def _tell_systemd(notifier: Notifier, http: DaemonServer, services: Services, front: Front | None = None) -> None:
     """READY=1 once the server listens; then STATUS= updates and watchdog pings while the loop is healthy."""
     if not notifier.enabled:
         return
     await http.listening.wait()
-    notifier.ready(status_line(services))
-    await keep_alive(notifier, lambda: status_line(services), watchdog_interval_s() or 10.0)
+    notifier.ready(status_line(services, front))
+    await keep_alive(notifier, lambda: status_line(services, front), watchdog_interval_s() or 10.0)
 
 
 def daemon_status(services: Services) -> dict[str, Any]:
@@ -268,9 +304,12 @@ def daemon_status(services: Services) -> dict[str, Any]:
     return out
 
 
-async def daemon_status_with_channels(services: Services) -> dict[str, Any]:
-    """GET /status: :func:`daemon_status` plus every notification channel's delivery state."""
+async def daemon_status_with_channels(services: Services, front: Front | None = None) -> dict[str, Any]:
+    """GET /status: :func:`daemon_status` plus every notification channel's delivery state (and a
+    front's cluster state)."""
     out = daemon_status(services)
+    if front is not None:
+        out["cluster"] = front.status()
     channels = getattr(services, "channels", None)
     if channels is not None:
         out["channels"] = await channels.status()

@@ -6,21 +6,29 @@ A new token gets the scopes ``charts,alerts`` unless ``--scope`` says otherwise:
 Works on the data dir's database while the daemon runs (SQLite WAL); a new token is
 usable at once and a revoked one is refused on its next request.  The token text is
 printed once, on creation, and never stored.
+
+``--cluster`` works on the cluster's tokens instead (PostgreSQL, ``postgres_dsn`` or
+``--postgres-dsn``; mcp_bridge/pg_tokens.py): what every front (``chartgen --serve --cluster``)
+accepts.  The cluster's schema is applied first, as ``chartgen cluster migrate`` would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from config import load_settings
+from config import Settings, load_settings
 from config.database import DatabaseError
+from config.postgres import PostgresDatabase
+from daemon.cluster_command import CLUSTER_MIGRATIONS
 from daemon.database import open_database
 from daemon.logging import configure_logging
+from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, SCOPE_ORDER, ScopeError, format_scopes, parse_scopes
 from mcp_bridge.tokens import TokenError, TokenStore
 
@@ -29,8 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="chartgen token", description="Manage personal access tokens (bearer tokens).")
     p.add_argument("--data-dir", type=Path, help="state directory (default $STATE_DIRECTORY, else ~/.chartgen)")
     p.add_argument("--config", type=Path, help="TOML settings file")
+    _cluster_options(p)
+    anywhere = argparse.ArgumentParser(add_help=False)  # also accepted after the action's arguments
+    _cluster_options(anywhere)
     sub = p.add_subparsers(dest="action", required=True)
-    create = sub.add_parser("create", help="create a token and print it once")
+    create = sub.add_parser("create", help="create a token and print it once", parents=[anywhere])
     create.add_argument("name", help="a label for the token, e.g. claude-desktop")
     create.add_argument(
         "--scope",
@@ -38,10 +49,19 @@ def _parser() -> argparse.ArgumentParser:
         help=f"what the token may do, comma-separated from {', '.join(SCOPE_ORDER)} "
         f"(default {format_scopes(DEFAULT_TOKEN_SCOPES)}; trading needs trade)",
     )
-    sub.add_parser("list", help="list tokens (never their text)")
-    revoke = sub.add_parser("revoke", help="revoke a token by id, or every active token with a name")
+    sub.add_parser("list", help="list tokens (never their text)", parents=[anywhere])
+    revoke = sub.add_parser(
+        "revoke", help="revoke a token by id, or every active token with a name", parents=[anywhere]
+    )
     revoke.add_argument("id_or_name")
     return p
+
+
+def _cluster_options(p: argparse.ArgumentParser) -> None:
+    """--cluster and --postgres-dsn (absent from the namespace unless given: valid before or after the action)."""
+    default = argparse.SUPPRESS
+    p.add_argument("--cluster", action="store_true", default=default, help="the cluster's tokens (postgres_dsn)")
+    p.add_argument("--postgres-dsn", default=default, help="with --cluster: the cluster's PostgreSQL")
 
 
 def _when(ts: float | None) -> str:
@@ -51,10 +71,11 @@ def _when(ts: float | None) -> str:
 async def _run(ns: argparse.Namespace) -> int:
     # a bad scope list fails before the database is opened
     scopes = parse_scopes(ns.scope) if ns.action == "create" else frozenset()
-    settings = load_settings({"data_dir": ns.data_dir}, ns.config)
+    cluster, dsn = getattr(ns, "cluster", False), getattr(ns, "postgres_dsn", None)
+    overrides = {"data_dir": ns.data_dir} | ({"postgres_dsn": dsn} if dsn else {})
+    settings = load_settings(overrides, ns.config)
     configure_logging("warning", settings.log_format)  # stdout carries the token only
-    async with open_database(settings) as db:
-        tokens = TokenStore(db)
+    async with _token_store(settings, cluster) as tokens:
         if ns.action == "create":
             token, info = await tokens.create(ns.name, scopes=scopes)
             print(token)
@@ -74,6 +95,26 @@ async def _run(ns: argparse.Namespace) -> int:
             for t in await tokens.revoke(ns.id_or_name):
                 print(f"revoked {t.id} ({t.name})")
     return 0
+
+
+@contextlib.asynccontextmanager
+async def _token_store(settings: Settings, cluster: bool) -> AsyncIterator[TokenStore | PgTokenStore]:
+    if not cluster:
+        async with open_database(settings) as db:
+            yield TokenStore(db)
+        return
+    dsn = settings.cluster_dsn()
+    if dsn is None:
+        raise TokenError(
+            "--cluster needs the cluster's PostgreSQL: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
+            " file, or --postgres-dsn postgresql://user:password@host:5432/db"
+        )
+    db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
+    try:
+        await db.migrate(CLUSTER_MIGRATIONS)
+        yield PgTokenStore(db)
+    finally:
+        await db.close()
 
 
 def main(argv: Sequence[str]) -> int:

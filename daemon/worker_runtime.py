@@ -47,7 +47,15 @@ from alerts.worker_evaluator import WorkerEvaluator
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment
 from config.postgres import UNREACHABLE, Listener, StorageUnavailable
-from daemon.worker_handover import HANDOVER_CONCURRENCY, GatedHistory, HandOver, hand_over, market_name, split_market
+from daemon.worker_handover import (
+    HANDOVER_CONCURRENCY,
+    GatedHistory,
+    HandOver,
+    hand_over,
+    market_name,
+    missed_by_trades,
+    split_market,
+)
 from engine.live import LiveEngine
 from engine.market_data.trade_history import TradeHistory
 
@@ -267,12 +275,18 @@ class Worker:
             del items[: len(items) - cap]
 
     # --- alerts --------------------------------------------------------------------------
-    def _index_new(self, alerts: Iterable[Alert]) -> None:
+    def _index_new(self, alerts: Iterable[Alert]) -> list[tuple[Alert, float, int]]:
+        """Index the alerts not indexed yet; returns those a tick evaluated since their arming reached
+        (they were set after the tick was evaluated: fire them with :meth:`WorkerEvaluator.fire_missed`)."""
         fresh = [a for a in alerts if a.id not in self.indexed]
         for alert in fresh:
             self.indexed[alert.id] = alert
             self.by_market[market_name(alert.symbol, alert.interval)].add(alert.id)
         self.evaluator.index_many(fresh)
+        missed: list[tuple[Alert, float, int]] = []
+        for alert in fresh:
+            missed += missed_by_trades([alert], self.evaluator.recent_prices(alert.symbol), None)
+        return missed
 
     def _unindex(self, alert_id: str) -> None:
         alert = self.indexed.pop(alert_id, None)
@@ -295,7 +309,8 @@ class Worker:
         present = {a.id for a in alerts}
         for alert_id in [i for i in self.indexed if i not in present]:
             self._unindex(alert_id)
-        self._index_new(a for a in alerts if market_name(a.symbol, a.interval) in self.owned)
+        missed = self._index_new(a for a in alerts if market_name(a.symbol, a.interval) in self.owned)
+        await self._fire_set_late(missed)
         self.stats.reloads += 1
         log.info("worker_alerts_reloaded", alerts=len(self.indexed))
 
@@ -314,7 +329,13 @@ class Worker:
             elif market_name(change.symbol, change.interval) in self.owned and change.alert_id not in self.indexed:
                 record = await self.store.db.fetchval("SELECT record FROM alerts WHERE id = $1", change.alert_id)
                 if record is not None:  # None: fired or cancelled already
-                    self._index_new([alert_of(record)])
+                    await self._fire_set_late(self._index_new([alert_of(record)]))
+
+    async def _fire_set_late(self, missed: list[tuple[Alert, float, int]]) -> None:
+        """Fire alerts a tick evaluated before they were indexed had reached (the notification's delay)."""
+        if missed:
+            fired = await self.evaluator.fire_missed(missed)
+            log.info("worker_alerts_fired_late", alerts=len(missed), fired=len(fired))
 
     async def expire_due(self) -> int:
         """Remove the expired alerts this worker holds (periodic job)."""

@@ -54,6 +54,7 @@ from starlette.types import Receive, Scope, Send
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from config import is_loopback_host
+from config.postgres import StorageUnavailable
 from mcp_bridge.http_bodies import (
     MAX_BODY_BYTES,
     accepts_json,
@@ -63,6 +64,8 @@ from mcp_bridge.http_bodies import (
     read_body,
     replay_body,
     rpc_error,
+    rpc_methods,
+    rpc_request_id,
     with_header,
 )
 from mcp_bridge.identity import SCOPE_KEY, SCOPES_KEY, Caller
@@ -86,6 +89,7 @@ Authenticate = Callable[[str], Awaitable["Caller | None"]]
 Direct = Callable[[Any, "Caller | None", str], Awaitable["dict[str, Any] | None"]]
 """(session-less message, caller, protocol version) → its answer, or None to hand it to the SDK."""
 
+AUTH_UNAVAILABLE = "Token store unavailable"
 OPEN_METHODS = frozenset({"initialize", "tools/list"})
 """Methods chartgen serves without a bearer token (contract §1.4)."""
 WWW_AUTHENTICATE = 'Bearer realm="chartgen"'
@@ -98,16 +102,9 @@ def _is_direct_loopback(request: Request) -> bool:
 
 
 def _status_for(problem: str | None) -> int:
+    if problem is not None and problem.startswith(AUTH_UNAVAILABLE):
+        return 503
     return 429 if problem is not None and problem.startswith("Too many") else 401
-
-
-def _methods(message: Any) -> list[Any]:
-    items = message if isinstance(message, list) else [message]
-    return [m.get("method") if isinstance(m, dict) else None for m in items]
-
-
-def _request_id(message: Any) -> Any:
-    return message.get("id") if isinstance(message, dict) else None
 
 
 def _bearer(request: Request) -> str | None:
@@ -164,7 +161,10 @@ class McpEndpoint:
         wait = self.bearer_failures.refused(ip, token)
         if wait is not None:
             return None, f"Too many failed authentication attempts; retry in {max(1.0, wait):.0f} s"
-        caller = await self.authenticate(token) if token and self.authenticate is not None else None
+        try:
+            caller = await self.authenticate(token) if token and self.authenticate is not None else None
+        except StorageUnavailable as exc:  # a cluster front's token store: PostgreSQL away
+            return None, f"{AUTH_UNAVAILABLE}: {exc}; retry shortly"
         if caller is None:
             self.bearer_failures.failed(ip)
             return None, "Invalid or expired token"
@@ -224,7 +224,7 @@ class McpEndpoint:
                 small, ended = await read_body(receive, self.max_unauthenticated_body_bytes)
                 if not ended:
                     await discard_body(receive)
-                req_id = _request_id(loads_or_none(small)) if small is not None else None
+                req_id = rpc_request_id(loads_or_none(small)) if small is not None else None
                 resp = rpc_error(
                     _status_for(problem), -32000, problem or "Invalid or expired token", session_id, req_id
                 )
@@ -258,8 +258,9 @@ class McpEndpoint:
             resp = rpc_error(400, -32700, "Parse error: JSON nested too deeply", session_id)
             await resp(scope, receive, send)
             return
-        if self.authenticate is not None and caller is None and any(m not in OPEN_METHODS for m in _methods(message)):
-            resp = rpc_error(401, -32000, "Missing Authorization header", session_id, _request_id(message))
+        needs_bearer = any(m not in OPEN_METHODS for m in rpc_methods(message))
+        if self.authenticate is not None and caller is None and needs_bearer:
+            resp = rpc_error(401, -32000, "Missing Authorization header", session_id, rpc_request_id(message))
             resp.headers["www-authenticate"] = self.www_authenticate
             await resp(scope, receive, send)
             return

@@ -112,3 +112,14 @@ def loads_or_none(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError):
         return None
+
+
+def rpc_methods(message: Any) -> list[Any]:
+    """The ``method`` of each JSON-RPC message of a body (one message or a batch)."""
+    items = message if isinstance(message, list) else [message]
+    return [m.get("method") if isinstance(m, dict) else None for m in items]
+
+
+def rpc_request_id(message: Any) -> Any:
+    """The ``id`` of a single JSON-RPC message (None for a batch or a non-object)."""
+    return message.get("id") if isinstance(message, dict) else None

@@ -26,6 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from config.postgres import StorageUnavailable
 from mcp_bridge.errors import ToolError
 from mcp_bridge.identity import (
     Caller,
@@ -136,6 +137,11 @@ class ToolRouter:
                 outcome = "storage_error"
                 log.error("tool_storage_failed", error=str(exc), code=getattr(exc, "sqlite_errorname", None))
                 return _error(storage_message(name, exc, request_id))
+            except StorageUnavailable as exc:
+                # a cluster front's PostgreSQL is away: nothing was done (its message says what)
+                outcome = "storage_error"
+                log.warning("tool_storage_unavailable", error=str(exc))
+                return _error(f"{name}: {exc}. Nothing was changed; retry once the cluster's database is back.")
             except Exception:
                 outcome = "internal_error"
                 log.exception("tool_failed")

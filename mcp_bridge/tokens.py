@@ -100,7 +100,7 @@ def parse_scope_list(scopes: Iterable[str]) -> frozenset[str]:
     return parse_scopes(" ".join(scopes))
 
 
-def _info(row: object) -> TokenInfo:
+def token_info(row: object) -> TokenInfo:
     r = dict(row)  # type: ignore[call-overload]
     return TokenInfo(
         id=r["id"],
@@ -113,6 +113,33 @@ def _info(row: object) -> TokenInfo:
         last_used_at=r["last_used_at"],
         scopes=from_stored(r["scopes"]),
     )
+
+
+def new_token(
+    name: str,
+    *,
+    kind: str = "pat",
+    principal: str | None = None,
+    ttl_s: float | None = None,
+    scopes: Iterable[str] = DEFAULT_TOKEN_SCOPES,
+) -> tuple[str, TokenInfo]:
+    """A new token's text and info, the name and scopes checked (both stores insert what this returns)."""
+    name = name.strip()
+    if not name or len(name) > 64 or not name.isprintable():
+        raise TokenError("token name must be 1-64 printable characters, e.g. 'laptop' or 'claude-desktop'")
+    try:
+        granted = parse_scope_list(scopes)
+    except ScopeError as exc:
+        raise TokenError(str(exc)) from None
+    token_id = "tok_" + secrets.token_hex(8)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    now = time.time()
+    expires = None if ttl_s is None else now + ttl_s
+    return token, TokenInfo(token_id, name, kind, principal or token_id, now, expires, None, None, granted)
+
+
+def no_active_token(id_or_name: str) -> TokenError:
+    return TokenError(f"no active token with id or name {id_or_name!r}; see `chartgen token list`")
 
 
 class TokenStore:
@@ -132,27 +159,7 @@ class TokenStore:
         scopes: Iterable[str] = DEFAULT_TOKEN_SCOPES,
     ) -> tuple[str, TokenInfo]:
         """A new token: returns (token text — show it once, its info)."""
-        name = name.strip()
-        if not name or len(name) > 64 or not name.isprintable():
-            raise TokenError("token name must be 1-64 printable characters, e.g. 'laptop' or 'claude-desktop'")
-        try:
-            granted = parse_scope_list(scopes)
-        except ScopeError as exc:
-            raise TokenError(str(exc)) from None
-        token_id = "tok_" + secrets.token_hex(8)
-        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        now = time.time()
-        info = TokenInfo(
-            token_id,
-            name,
-            kind,
-            principal or token_id,
-            now,
-            None if ttl_s is None else now + ttl_s,
-            None,
-            None,
-            granted,
-        )
+        token, info = new_token(name, kind=kind, principal=principal, ttl_s=ttl_s, scopes=scopes)
         async with self.db.transaction() as tx:
             await tx.execute(
                 "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at, scopes)"
@@ -165,7 +172,7 @@ class TokenStore:
                     hash_token(token),
                     info.created_at,
                     info.expires_at,
-                    to_stored(granted),
+                    to_stored(info.scopes),
                 ),
             )
         return token, info
@@ -182,7 +189,7 @@ class TokenStore:
         row = await self.db.fetchone("SELECT * FROM access_tokens WHERE token_hash = ?", (digest,))
         if row is None:
             return None
-        info = _info(row)
+        info = token_info(row)
         if not info.active:
             return None
         self.cache.put(digest, info, seen)
@@ -190,7 +197,7 @@ class TokenStore:
 
     async def list(self) -> list[TokenInfo]:
         rows = await self.db.fetchall("SELECT * FROM access_tokens ORDER BY created_at")
-        return [_info(r) for r in rows]
+        return [token_info(r) for r in rows]
 
     async def revoke(self, id_or_name: str) -> list[TokenInfo]:
         """Revoke the token with this id, or every active token with this name; returns what was revoked."""
@@ -200,9 +207,9 @@ class TokenStore:
                 "SELECT * FROM access_tokens WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
                 (id_or_name, id_or_name),
             ) as cur:
-                rows = [_info(r) for r in await cur.fetchall()]
+                rows = [token_info(r) for r in await cur.fetchall()]
             if not rows:
-                raise TokenError(f"no active token with id or name {id_or_name!r}; see `chartgen token list`")
+                raise no_active_token(id_or_name)
             await tx.executemany(
                 "UPDATE access_tokens SET revoked_at = ? WHERE id = ?", [(now, info.id) for info in rows]
             )

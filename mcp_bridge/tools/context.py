@@ -30,6 +30,9 @@ class JobStatus(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
+ENGINE_NOT_RUNNING = "Trading engine not running. Start with --trade to enable trading tools."
+
+
 @dataclass(slots=True)
 class Services:
     """The services tools adapt to; ``None`` means that part of the daemon is not running."""
@@ -64,6 +67,12 @@ class Services:
     """The agents' event journal (:mod:`mcp_bridge.journal_store`), or None without a database."""
     agent: AgentSettings = field(default_factory=lambda: AgentSettings())
     """Settings of the agent tools (risk metrics, cache)."""
+    not_running: str | None = None
+    """What a tool whose part is not running answers (None: chartgen's "Trading engine not running"
+    message; a cluster front names what it does not serve yet)."""
+
+    def not_running_note(self) -> str:
+        return self.not_running or ENGINE_NOT_RUNNING
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from brokers.risk_metrics import METHOD
 from brokers.service import OrderService
 from brokers.trade_simulation import Leg, LegResult, Simulator, leg_client_ids, outcome, place_leg
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
-from mcp_bridge.tools.unit import ENGINE_NOT_RUNNING, READ_REMOTE, TRADE_REMOTE, ToolContext
+from mcp_bridge.tools.unit import READ_REMOTE, TRADE_REMOTE, ToolContext
 
 MAX_LEGS = 25
 USER_ID = "Your own principal (default); another's needs admin. The portfolio is the exchange account's either way"
@@ -36,7 +36,7 @@ Positive = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
 def orders_of(ctx: ToolContext) -> OrderService:
     if ctx.services.orders is None:
-        raise AgentError(Code.NOT_AVAILABLE, ENGINE_NOT_RUNNING)
+        raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
     return ctx.services.orders
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, mod
 from brokers.models import Actor
 from mcp_bridge.errors import ToolError
 from mcp_bridge.scopes import ADMIN
+from mcp_bridge.tools.context import ENGINE_NOT_RUNNING as ENGINE_NOT_RUNNING
 from mcp_bridge.tools.context import Services, ToolResult
 
 A = TypeVar("A", bound=BaseModel)
@@ -56,7 +57,6 @@ TRADE_REMOTE = types.ToolAnnotations(
 """Places orders on the exchange (trade_execute)."""
 
 NEEDS_PRINCIPAL = "this tool needs an authenticated client: send Authorization: Bearer <token>"
-ENGINE_NOT_RUNNING = "Trading engine not running. Start with --trade to enable trading tools."
 
 GROUPS: tuple[str, ...] = ("chart", "alerts", "trading", "portfolio", "journal")
 """The tool groups ``tool_groups`` chooses from (docs/design.md §9)."""
@@ -137,7 +137,7 @@ class ToolUnit(Generic[A]):
 
     async def run(self, ctx: ToolContext, raw: dict[str, Any]) -> ToolResult | types.CallToolResult:
         if self.needs is not None and getattr(ctx.services, self.needs) is None:
-            raise ToolError(ENGINE_NOT_RUNNING)
+            raise ToolError(ctx.services.not_running_note())
         if self.needs_principal:
             ctx.require_principal()
         return await self.handler(ctx, self.parse(raw, ctx.services))

@@ -5,12 +5,17 @@
 - a level reached and left again during the outage still fires once PostgreSQL is back: the
   firing waits in memory with its price and time instead of going back to the book;
 - the markets stay with their owners across the outage (no worker, first back, takes them all);
-- both report ready again by themselves, and the fired set equals the simulator's tape's.
+- both report ready again by themselves, and the fired set equals the simulator's tape's;
+- a front (``chartgen --serve --cluster``) reports itself degraded, answers 503 "Token store
+  unavailable" rather than accepting or refusing a token it cannot check, and is ready again by
+  itself; a notification stream opened at it before the outage receives the frames of the alerts
+  fired once PostgreSQL is back (their ``NOTIFY`` may come before or after its listener is back).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -20,10 +25,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from alerts.models import Alert
+from alerts.models import Alert, Subscription
 from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
+from mcp_bridge.pg_tokens import PgTokenStore
+from mcp_bridge.scopes import ALL_SCOPES
+from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.workers import Workers, owners, real_clock_simulator, until
 
 SYMBOLS = [f"X{n:02d}USDT" for n in range(6)]
@@ -56,6 +64,7 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
     server = await asyncio.to_thread(own.__enter__)
     workers: Workers | None = None
     db: PostgresDatabase | None = None
+    front: DaemonProc | None = None
     try:
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
@@ -77,12 +86,27 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             for k in (2, 4)
         ]
         await PgAlertStore(db).insert_many(alerts)
+        await PgAlertStore(db).subscribe(Subscription(principal="alice"), now)
+        token, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=ALL_SCOPES)
+        front_env = {
+            "CHARTGEN_POSTGRES_DSN": dsn,
+            "CHARTGEN_BINANCE_REST_URL": sim.url,
+            "CHARTGEN_CLUSTER_HEARTBEAT_S": "0.5",
+            "CHARTGEN_LOG_FORMAT": "json",
+        }
+        front = await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env)
+        await front.wait_ready()
         workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0)
         await workers.start(http=True)
         await workers.start(http=True)
         before = await until(lambda: workers.settled(db, 2), DEADLINE_S)  # type: ignore[union-attr]
         urls = [await workers.http_url(0), await workers.http_url(1)]
-        async with aiohttp.ClientSession() as http:
+        bearer = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{front.base}/sse", headers={**bearer, "Accept": "text/event-stream"}) as stream,
+        ):
+            assert stream.status == 200
             assert [(await _ready(http, u))[0] for u in urls] == [200, 200]
 
             await asyncio.to_thread(server.stop)
@@ -90,6 +114,11 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             for url in urls:
                 status, body = await until(lambda url=url: _degraded(http, url), DEADLINE_S)
                 assert status == 503 and "PostgreSQL unreachable" in body["reasons"][0]
+            status, body = await until(lambda: _front_degraded(http, front), DEADLINE_S)  # type: ignore[arg-type]
+            assert "PostgreSQL unreachable" in body["reasons"][0]
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_alerts"}}
+            async with http.post(front.mcp_url, json=call, headers=bearer) as r:
+                assert r.status == 503 and "Token store unavailable" in (await r.json())["error"]["message"]
             # reached and left again while PostgreSQL is away: the +2 % alerts of two markets
             for s in SYMBOLS[:2]:
                 await _post(http, sim, s, base[s] * 1.03)
@@ -99,11 +128,13 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             await asyncio.sleep(OUTAGE_S)  # the outage's length is the scenario, not a synchronisation
 
             await asyncio.to_thread(server.start)
-            for url in urls:
+            for url in [*urls, front.base]:
                 await until(lambda url=url: _is_ready(http, url), DEADLINE_S)
+            pushed = {(await next_alert_frame(stream))[1] for _ in range(2)}
         fired = {r["alert_id"] for r in await db.fetch("SELECT alert_id FROM alert_events WHERE outcome = 'fired'")}
         expected = {a.id for a in alerts if a.symbol in SYMBOLS[:2] and a.threshold <= base[a.symbol] * 1.03}  # type: ignore[operator]
         assert fired == expected
+        assert pushed == expected, "the front's stream missed a frame fired after the outage"
         after = await owners(db)
         assert {m: after[m] for m in before} == before, "a market changed owner across the outage"
         for i in range(2):
@@ -112,6 +143,8 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             dropped = [ln for ln in log.splitlines() if '"worker_markets_dropped"' in ln]
             assert not dropped, f"worker {i} dropped markets around the outage: {dropped}"
     finally:
+        if front is not None:
+            await front.stop()
         if workers is not None:
             await workers.close()
         if db is not None:
@@ -122,6 +155,25 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
 async def _degraded(http: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, Any]] | None:
     status, body = await _ready(http, url)
     return (status, body) if body.get("degraded") else None
+
+
+async def _front_degraded(http: aiohttp.ClientSession, front: DaemonProc) -> tuple[int, dict[str, Any]] | None:
+    async with http.get(f"{front.base}/readyz") as r:
+        body = await r.json()
+    return (r.status, body) if r.status == 503 and body["reasons"] else None
+
+
+async def next_alert_frame(stream: aiohttp.ClientResponse) -> tuple[int, str]:
+    """(SSE id, alert id) of the stream's next notification frame."""
+    seq = None
+    async with asyncio.timeout(DEADLINE_S):
+        while True:
+            line = (await stream.content.readline()).decode()
+            assert line, "the stream ended"
+            if line.startswith("id: "):
+                seq = int(line[4:])
+            elif line.startswith("data: ") and seq is not None:
+                return seq, json.loads(line[6:])["params"]["alert_id"]
 
 
 async def _pending_somewhere(http: aiohttp.ClientSession, urls: list[str], at_least: int) -> bool:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.external import ROOT, required, which
 
 UNIT = ROOT / "systemd" / "chartgen.service"
@@ -38,20 +40,21 @@ def test_the_unit_verifies_clean_and_rates_2_5_or_better(tmp_path: Path) -> None
     assert float(found.group(1)) <= 2.5, security.stdout[-2000:]
 
 
-def test_the_cluster_worker_unit_verifies_clean_and_rates_2_5_or_better(tmp_path: Path) -> None:
-    """deploy/cluster/chartgen-worker@.service, instantiated as worker 1."""
+@pytest.mark.parametrize(("role", "port"), [("worker", "--port 930%i"), ("front", "--port 941%i")])
+def test_the_cluster_units_verify_clean_and_rate_2_5_or_better(tmp_path: Path, role: str, port: str) -> None:
+    """deploy/cluster/chartgen-worker@.service and chartgen-front@.service, instantiated as number 1."""
     analyze = required("systemd-analyze", which("systemd-analyze"), "apt-get install systemd; .ci/run does this")
     chartgen = Path(sys.executable).with_name("chartgen")
-    text = (ROOT / "deploy" / "cluster" / "chartgen-worker@.service").read_text()
-    assert "--port 930%i" in text
+    text = (ROOT / "deploy" / "cluster" / f"chartgen-{role}@.service").read_text()
+    assert port in text
     text = re.sub(r"^ExecStart=\S+", f"ExecStart={chartgen}", text, count=1, flags=re.M)
-    unit = tmp_path / "chartgen-worker@1.service"
+    unit = tmp_path / f"chartgen-{role}@1.service"
     unit.write_text(text)
     verify = subprocess.run([str(analyze), "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert verify.returncode == 0 and not verify.stderr.strip(), verify.stdout + verify.stderr
     security = subprocess.run(
         [str(analyze), "security", "--offline=true", str(unit)], capture_output=True, text=True, timeout=60
     )
-    found = re.search(r"Overall exposure level for chartgen-worker@1\.service: ([0-9.]+)", security.stdout)
+    found = re.search(rf"Overall exposure level for chartgen-{role}@1\.service: ([0-9.]+)", security.stdout)
     assert found, security.stdout[-2000:] + security.stderr
     assert float(found.group(1)) <= 2.5, security.stdout[-2000:]

@@ -76,12 +76,13 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 async def start_daemon(
     args: Sequence[str],
     *,
-    data_dir: Path,
+    data_dir: Path | None,
     env: dict[str, str] | None = None,
     timeout_s: float = 60.0,
     stderr_pipe: bool = False,
 ) -> DaemonProc:
-    """Start ``python -m daemon ARGS --data-dir D --port 0`` and wait for its URL lines.
+    """Start ``python -m daemon ARGS --data-dir D --port 0`` and wait for its URL lines (a cluster
+    front keeps no data dir: ``data_dir`` None).
 
     ``stderr_pipe``: the log comes back on ``proc.stderr`` (for a test that reads it, or whose
     daemon cannot write files); the test passes it on to ``LogTail``.
@@ -94,8 +95,7 @@ async def start_daemon(
         *args,
         "--port",
         "0",
-        "--data-dir",
-        str(data_dir),
+        *(["--data-dir", str(data_dir)] if data_dir is not None else []),
         env=clean_env(env),
         stdout=asyncio.subprocess.PIPE,
         stderr=log_target,
@@ -129,7 +129,7 @@ async def start_daemon(
 
 @contextlib.asynccontextmanager
 async def running_daemon(
-    args: Sequence[str], *, data_dir: Path, env: dict[str, str] | None = None
+    args: Sequence[str], *, data_dir: Path | None, env: dict[str, str] | None = None
 ) -> AsyncIterator[DaemonProc]:
     """A started daemon, ready (``/readyz`` 200), stopped with SIGTERM on exit."""
     proc = await start_daemon(args, data_dir=data_dir, env=env)

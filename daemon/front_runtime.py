@@ -1,0 +1,219 @@
+"""A cluster front (``chartgen --serve --cluster``): the MCP/HTTP server on the cluster's PostgreSQL.
+
+A front keeps no state of its own, so any number of them can stand behind a load balancer:
+
+- **Tokens** are the cluster's (mcp_bridge/pg_tokens.py; ``chartgen token create --cluster``),
+  checked against PostgreSQL on every request.
+- **Alerts** are set, listed and cancelled in the PostgreSQL alert store, which announces each
+  change to the worker owning the market (alerts/pg_changes.py); the workers evaluate and fire
+  them (daemon/worker_runtime.py).  ``get_notifications`` drains the principal's poll queue
+  there, so it answers the same at every front.
+- **Notification streams** (``GET /mcp``, ``/sse``) open at any front: the first frames come from
+  the principal's queue in PostgreSQL (``Last-Event-ID`` resumes after the given frame whichever
+  front served the frames before), later ones arrive by the firing's ``NOTIFY`` through this
+  front's :class:`~alerts.pg_push.PushRelay`.
+- **Charts and indicators** are computed from the exchange's REST data (the single node's
+  ``--serve`` without ``--trade``: a front follows no live stream).
+
+Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): orders, positions, the halt
+switch, schedules, the journal, notification channels, alert actions, OAuth and the dashboard
+— their stores have no PostgreSQL implementation (docs/cluster.md).
+
+The front heartbeats its membership (role ``front``, its address) on the scheduler every
+``cluster_heartbeat_s``; the same job re-opens the push listener after a lost connection and
+counts the cluster's armed alerts.  PostgreSQL away: the front is *degraded* (``/readyz`` 503
+with the reason) and every tool that needs the database answers with an error naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import structlog
+
+from alerts.front_alerts import StoredAlerts
+from alerts.pg_push import PUSH_CHANNEL, PushRelay
+from alerts.pg_store import PgAlertStore
+from alerts.push import PushHub
+from alerts.service import AlertService
+from alerts.store import QueueLimits
+from cluster.membership import Membership, new_member_id
+from config import Settings
+from config.migrations import DatabaseError
+from config.postgres import UNREACHABLE, Listener, PostgresDatabase, StorageUnavailable
+from daemon.alerts_runtime import engine_default_interval
+from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.scheduler import DaemonScheduler
+from daemon.services import chart_service, testnet_endpoints
+from daemon.supervisor import Supervisor
+from engine.market_data.binance_rest import BinanceRest
+from engine.market_data.source import MarketData
+from engine.market_data.symbol_directory import SymbolDirectory
+from mcp_bridge.pg_tokens import PgTokenStore
+from mcp_bridge.tools import Services
+from mcp_bridge.tools.context import AgentSettings
+
+log = structlog.get_logger(__name__)
+
+NOT_ON_FRONT = (
+    "Not available on a cluster front yet: orders, positions, schedules, the halt switch and the journal"
+    " run on a single-node daemon (chartgen --serve --trade); see docs/cluster.md."
+)
+
+
+class FrontError(DatabaseError):
+    """A front cannot start: no cluster database is configured (the CLI prints it, exit 1)."""
+
+
+@dataclass(slots=True)
+class Front:
+    """This front's cluster state: membership, the push relay and its listener, degradation."""
+
+    member_id: str
+    membership: Membership
+    listener: Listener
+    relay: PushRelay
+    alerts: StoredAlerts
+    address: str = ""
+    degraded: str | None = None
+    """Why the front cannot reach PostgreSQL now (None: it can)."""
+    degraded_since: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    async def heartbeat(self) -> None:
+        """The periodic job: membership, the push listener (re-read after a reconnect), the alert count."""
+        try:
+            was = self.listener.connected
+            if not await self.listener.ensure():
+                raise StorageUnavailable("push listener not connected")
+            if not was:
+                self.relay.reconnected()
+            await self.membership.heartbeat(self.member_id, "front", self.address)
+            await self.alerts.count()
+        except (StorageUnavailable, *UNREACHABLE) as exc:
+            if self.degraded is None:
+                self.degraded_since = time.time()
+                log.warning("front_degraded", error=repr(exc))
+            self.degraded = f"PostgreSQL unreachable: {exc!r}"
+            return
+        if self.degraded is not None:
+            log.info("front_recovered", after_s=round(time.time() - (self.degraded_since or time.time()), 1))
+        self.degraded = self.degraded_since = None
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        """/readyz: ready while PostgreSQL answers and the push listener is connected."""
+        if self.degraded is not None:
+            return False, [f"cluster front degraded: {self.degraded}"]
+        if not self.listener.connected:
+            return False, ["cluster front: push listener not connected yet"]
+        return True, []
+
+    def status(self) -> dict[str, Any]:
+        ready, reasons = self.readiness()
+        return {
+            "role": "front",
+            "member": self.member_id,
+            "ready": ready,
+            "reasons": reasons,
+            "alerts_armed": self.alerts.armed,
+            "push_frames_relayed": self.relay.frames,
+        }
+
+
+@contextlib.asynccontextmanager
+async def front_services(settings: Settings, *, address: str = "") -> AsyncIterator[tuple[Settings, Services, Front]]:
+    """Everything a front's MCP tools need, on the cluster's PostgreSQL; stopped in reverse."""
+    settings = testnet_endpoints(settings)
+    dsn = settings.cluster_dsn()
+    if dsn is None:
+        raise FrontError(
+            "--cluster needs the cluster's PostgreSQL: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
+            " file or the systemd credential postgres_dsn (postgresql://user:password@host:5432/db)"
+        )
+    db = await PostgresDatabase.open(dsn, min_size=2, max_size=16)
+    try:
+        await db.migrate(CLUSTER_MIGRATIONS)
+        async with contextlib.AsyncExitStack() as stack:
+            supervisor = await stack.enter_async_context(Supervisor())
+            scheduler = DaemonScheduler()
+            session = await stack.enter_async_context(aiohttp.ClientSession())
+            charts = await stack.enter_async_context(chart_service(settings, session=session))
+            limits = QueueLimits(
+                push_cap=settings.notify_queue_cap,
+                push_ttl_s=settings.notify_queue_ttl_s,
+                poll_cap=settings.notify_poll_cap,
+            )
+            store = PgAlertStore(db, limits)
+            hub = PushHub(store.mark_delivered)
+            index = StoredAlerts(lambda: db.fetchval("SELECT COUNT(*) FROM alerts"))
+            rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
+            service = AlertService(
+                store,
+                index,
+                hub,
+                default_interval=engine_default_interval(settings),
+                check_symbol=SymbolDirectory(rest).check,
+                max_alerts_per_principal=settings.alerts_max_per_client,
+            )
+            relay = PushRelay(store, hub)
+            front = Front(
+                member_id=new_member_id("front"),
+                membership=Membership(db, settings.cluster_liveness_s),
+                listener=db.listener(PUSH_CHANNEL, relay.on_payload),
+                relay=relay,
+                alerts=index,
+                address=address,
+            )
+            stack.push_async_callback(front.listener.close)
+            stack.push_async_callback(_leave, front)
+            services = Services(
+                charts=charts,
+                max_bars=settings.max_bars,
+                tokens=PgTokenStore(db),
+                alerts=service,
+                push=hub,
+                scheduler=scheduler,
+                not_running=NOT_ON_FRONT,
+            )
+            services.market = MarketData(
+                session,
+                binance_rest_url=settings.binance_rest_url,
+                yahoo_url=settings.yahoo_url,
+                timeout_s=settings.http_timeout_s,
+                cache_ttl_s=settings.market_cache_ttl_s,
+            )
+            services.agent = AgentSettings(
+                risk_free_rate=settings.risk_free_rate,
+                risk_lookback_days=settings.risk_lookback_days,
+                cache_ttl_s=settings.agent_cache_ttl_s,
+                tool_groups=tuple(settings.tool_groups),
+            )
+            supervisor.start("push-relay", relay.run)
+            supervisor.start("push-delivery-marks", hub.run_flusher)
+            scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)
+            scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
+            await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
+            await stack.enter_async_context(scheduler.running())
+            stack.push_async_callback(hub.flush)
+            log.info("front_started", member=front.member_id)
+            yield settings, services, front
+    finally:
+        await db.close()
+
+
+async def _leave(front: Front) -> None:
+    """A clean stop: gone from the membership at once."""
+    with contextlib.suppress(StorageUnavailable, *UNREACHABLE):
+        await front.membership.leave(front.member_id)
+
+
+def _sweeper(store: PgAlertStore):  # type: ignore[no-untyped-def]
+    async def sweep() -> None:
+        await store.sweep(time.time())
+
+    return sweep
