@@ -36,6 +36,12 @@ from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
 
+NO_CLUSTER_DSN = (
+    "no postgres_dsn: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings file or the systemd credential"
+    " postgres_dsn to the cluster's PostgreSQL (postgresql://user:password@host:5432/db)"
+)
+"""What a cluster role or command says when ``Settings.cluster_dsn()`` finds none."""
+
 CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     ALERT_PG_MIGRATIONS,
     LEASE_MIGRATIONS,

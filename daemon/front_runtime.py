@@ -47,16 +47,14 @@ from config import Settings
 from config.migrations import DatabaseError
 from config.postgres import UNREACHABLE, Listener, PostgresDatabase, StorageUnavailable
 from daemon.alerts_runtime import engine_default_interval
-from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.scheduler import DaemonScheduler
-from daemon.services import chart_service, testnet_endpoints
+from daemon.services import agent_settings, chart_service, market_data, testnet_endpoints
 from daemon.supervisor import Supervisor
 from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tools import Services
-from mcp_bridge.tools.context import AgentSettings
 
 log = structlog.get_logger(__name__)
 
@@ -131,10 +129,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
     settings = testnet_endpoints(settings)
     dsn = settings.cluster_dsn()
     if dsn is None:
-        raise FrontError(
-            "--cluster needs the cluster's PostgreSQL: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
-            " file or the systemd credential postgres_dsn (postgresql://user:password@host:5432/db)"
-        )
+        raise FrontError(f"--cluster: {NO_CLUSTER_DSN}")
     db = await PostgresDatabase.open(dsn, min_size=2, max_size=16)
     try:
         await db.migrate(CLUSTER_MIGRATIONS)
@@ -180,19 +175,8 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
                 scheduler=scheduler,
                 not_running=NOT_ON_FRONT,
             )
-            services.market = MarketData(
-                session,
-                binance_rest_url=settings.binance_rest_url,
-                yahoo_url=settings.yahoo_url,
-                timeout_s=settings.http_timeout_s,
-                cache_ttl_s=settings.market_cache_ttl_s,
-            )
-            services.agent = AgentSettings(
-                risk_free_rate=settings.risk_free_rate,
-                risk_lookback_days=settings.risk_lookback_days,
-                cache_ttl_s=settings.agent_cache_ttl_s,
-                tool_groups=tuple(settings.tool_groups),
-            )
+            services.market = market_data(settings, session)
+            services.agent = agent_settings(settings)
             supervisor.start("push-relay", relay.run)
             supervisor.start("push-delivery-marks", hub.run_flusher)
             scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)

@@ -152,20 +152,9 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         engine = await stack.enter_async_context(running_engine(settings, session=session)) if trade else None
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
         services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
-        services.market = MarketData(
-            session,
-            binance_rest_url=settings.binance_rest_url,
-            yahoo_url=settings.yahoo_url,
-            timeout_s=settings.http_timeout_s,
-            cache_ttl_s=settings.market_cache_ttl_s,
-        )
+        services.market = market_data(settings, session)
         services.journal = JournalStore(db)
-        services.agent = AgentSettings(
-            risk_free_rate=settings.risk_free_rate,
-            risk_lookback_days=settings.risk_lookback_days,
-            cache_ttl_s=settings.agent_cache_ttl_s,
-            tool_groups=tuple(settings.tool_groups),
-        )
+        services.agent = agent_settings(settings)
         services.scheduler = scheduler
         if engine is not None:
             schedule_stream_rotation(engine, scheduler, settings)
@@ -215,6 +204,26 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
             await services.schedules.start()
         await stack.enter_async_context(scheduler.running())
         yield settings, services
+
+
+def market_data(settings: Settings, session: aiohttp.ClientSession) -> MarketData:
+    """REST market data (Binance, Yahoo) for the quote, history and discovery tools."""
+    return MarketData(
+        session,
+        binance_rest_url=settings.binance_rest_url,
+        yahoo_url=settings.yahoo_url,
+        timeout_s=settings.http_timeout_s,
+        cache_ttl_s=settings.market_cache_ttl_s,
+    )
+
+
+def agent_settings(settings: Settings) -> AgentSettings:
+    return AgentSettings(
+        risk_free_rate=settings.risk_free_rate,
+        risk_lookback_days=settings.risk_lookback_days,
+        cache_ttl_s=settings.agent_cache_ttl_s,
+        tool_groups=tuple(settings.tool_groups),
+    )
 
 
 def describe_endpoints(settings: Settings) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from config import Settings, load_settings
 from config.database import DatabaseError
 from config.postgres import PostgresDatabase
-from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from mcp_bridge.pg_tokens import PgTokenStore
@@ -105,10 +105,7 @@ async def _token_store(settings: Settings, cluster: bool) -> AsyncIterator[Token
         return
     dsn = settings.cluster_dsn()
     if dsn is None:
-        raise TokenError(
-            "--cluster needs the cluster's PostgreSQL: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
-            " file, or --postgres-dsn postgresql://user:password@host:5432/db"
-        )
+        raise TokenError(f"--cluster: {NO_CLUSTER_DSN}, or pass --postgres-dsn")
     db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
     try:
         await db.migrate(CLUSTER_MIGRATIONS)

@@ -36,7 +36,7 @@ from cluster.membership import MarketAssignment, Membership, new_member_id
 from config import ConfigFileError, Settings, load_settings
 from config.migrations import DatabaseError
 from config.postgres import PostgresDatabase
-from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
 from daemon.http_server import BindError, serving
 from daemon.logging import configure_logging
@@ -82,12 +82,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"chartgen worker: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
         return 2
     if settings.cluster_dsn() is None:
-        print(
-            "chartgen worker: error: no postgres_dsn: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings"
-            " file, the systemd credential postgres_dsn, or --postgres-dsn to the cluster's PostgreSQL"
-            " (postgresql://user:password@host:5432/db)",
-            file=sys.stderr,
-        )
+        print(f"chartgen worker: error: {NO_CLUSTER_DSN}, or pass --postgres-dsn", file=sys.stderr)
         return 2
     if ns.port is not None and not 0 <= ns.port <= 65535:
         print(f"chartgen worker: error: --port must be 0-65535, got {ns.port}", file=sys.stderr)

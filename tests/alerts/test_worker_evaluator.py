@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from alerts.models import Alert
 from alerts.push import PushHub
@@ -17,20 +13,9 @@ from alerts.store import AlertStore
 from alerts.worker_evaluator import RECENT_S, WorkerEvaluator
 from bench.alerts import NullMarket
 from config.database import Database
-from daemon.database import ALL_MIGRATIONS
 from daemon.worker_handover import missed_by_trades
 from engine.events import Tick
 from engine.market_data.trade_history import TradePrint
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "state.db")
-    await database.migrate(ALL_MIGRATIONS)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 def above(level: float, armed_ms: int) -> Alert:

@@ -1,4 +1,6 @@
-"""A migrated PostgreSQL database for the cluster tests (the session's server: tests/conftest.py)."""
+"""Migrated PostgreSQL databases for the cluster tests (the session's server: tests/conftest.py):
+the lease and membership tables (``cluster_dsn``, ``cluster_db``), or the whole cluster schema
+(``cluster``: the DSN and an open pool)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from cluster.lease import LEASE_MIGRATIONS
 from cluster.membership import MEMBER_MIGRATIONS
 from config.postgres import PostgresDatabase
+from daemon.cluster_command import CLUSTER_MIGRATIONS
 
 
 @pytest.fixture
@@ -28,5 +31,17 @@ async def cluster_db(cluster_dsn: str) -> AsyncIterator[PostgresDatabase]:
     db = await PostgresDatabase.open(cluster_dsn)
     try:
         yield db
+    finally:
+        await db.close()
+
+
+@pytest.fixture
+async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
+    """A new database with every cluster package's schema: (its DSN, an open pool)."""
+    dsn = await postgres.new_database()
+    db = await PostgresDatabase.open(dsn)
+    await db.migrate(CLUSTER_MIGRATIONS)
+    try:
+        yield dsn, db
     finally:
         await db.close()

@@ -24,7 +24,6 @@ import pytest
 from mcp import Client
 
 from config.postgres import PostgresDatabase
-from daemon.cluster_command import CLUSTER_MIGRATIONS
 from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_daemon
 from tests.support.workers import Workers, real_clock_simulator, until
 
@@ -38,17 +37,6 @@ DEADLINE_S = 60.0
 async def sim() -> AsyncIterator[Any]:
     async with real_clock_simulator(SYMBOLS) as running:
         yield running
-
-
-@pytest.fixture
-async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
-    dsn = await postgres.new_database()
-    db = await PostgresDatabase.open(dsn)
-    await db.migrate(CLUSTER_MIGRATIONS)
-    try:
-        yield dsn, db
-    finally:
-        await db.close()
 
 
 async def token_command(dsn: str, *args: str) -> tuple[int, str, str]:
@@ -205,7 +193,7 @@ async def test_a_front_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
     for args, expected in (
         (["--cluster"], "use it with --serve"),
         (["--serve", "--cluster", "--trade"], "cannot be combined with --trade"),
-        (["--serve", "--cluster", "--port", "0"], "needs the cluster's PostgreSQL"),
+        (["--serve", "--cluster", "--port", "0"], "--cluster: no postgres_dsn"),
     ):
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

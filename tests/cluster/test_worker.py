@@ -23,7 +23,6 @@ import pytest
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
-from daemon.cluster_command import CLUSTER_MIGRATIONS
 from tests.support.workers import Workers, real_clock_simulator, until
 
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
@@ -41,17 +40,6 @@ update after it shows, or not at all."""
 async def sim() -> AsyncIterator[Any]:
     async with real_clock_simulator(SYMBOLS) as running:
         yield running
-
-
-@pytest.fixture
-async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
-    dsn = await postgres.new_database()
-    db = await PostgresDatabase.open(dsn)
-    await db.migrate(CLUSTER_MIGRATIONS)
-    try:
-        yield dsn, db
-    finally:
-        await db.close()
 
 
 async def post_price(http: aiohttp.ClientSession, sim: Any, symbol: str, price: float) -> None:
