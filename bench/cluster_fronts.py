@@ -22,6 +22,8 @@ a notification stream (``GET /sse``) at every front; the stream checks cover its
   its start price (reaching its +2 % and +3 % alerts): per notification frame and per front, the
   time from the post to the frame read on that front's stream (includes the simulator's one
   stream update a second); p50, p99, max.
+- **windows**: every market's window on the worker holding it (``GET /window``) compared bar for
+  bar with the simulator's klines;
 - **exactly once**: every market evaluated past the last post, the fired set compared with the
   simulator's trade tape (reached but not fired, fired without a crossing, fired twice), and per
   front stream: frames for alerts that did not fire, and alerts whose frame came twice or never.
@@ -85,7 +87,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from mcp_bridge.scopes import ALL_SCOPES
     from tests.support.daemon_proc import DaemonProc, start_daemon
     from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, until
+    from tests.support.workers import Workers, until, window_problems
 
     symbols = [f"F{n:03d}USDT" for n in range(args.markets)]
     rng = random.Random(5)
@@ -201,6 +203,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     self.id, (self.symbol, self.kind, self.threshold) = alert_id, spec
 
             row |= await _exactly_once(db, sim, [_Spec(i, s) for i, s in ids.items()], start_ms, end_ms)
+            problems = await window_problems(http, worker_urls, sim.url, workers.markets)
+            row["windows_differing"] = len(problems)
+            print(
+                f"  windows: {len(workers.markets) - len(problems)} of {len(workers.markets)} equal the exchange's"
+                f" klines{'; e.g. ' + problems[0] if problems else ''}",
+                flush=True,
+            )
             rows = await db.fetch("SELECT alert_id FROM alert_events WHERE outcome = 'fired'")
             fired = {r["alert_id"] for r in rows} & streamed  # the streams are the first principal's
             with contextlib.suppress(TimeoutError):  # what is still missing then is reported below

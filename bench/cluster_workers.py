@@ -20,6 +20,8 @@ over them (10-20 % away: armed, indexed, handed over, not fired), and ``chartgen
   until every market is evaluated again by its new rendezvous owner (detection takes up to
   ``--liveness`` + one heartbeat; then warm-up, indexing, first tick and the trade backfill); the
   killed worker is restarted and the cluster settles before the next round;
+- **windows**: at the end, every market's window on the worker holding it (``GET /window``)
+  compared bar for bar with the simulator's klines — gap-free and equal, after the kills;
 - **exactly once**: the alerts sit 1-6 % from the start prices and the posted prices half-way
   between those levels; at the end every market is evaluated past the last post, and the fired
   set is compared with what the simulator's trade tape (read in this process) says was reached:
@@ -127,7 +129,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from brokers.simulator.app import start_simulator
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, until
+    from tests.support.workers import Workers, until, window_problems
 
     symbols = [f"B{n:03d}USDT" for n in range(args.markets)]
     rng = random.Random(11)
@@ -173,7 +175,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 try:
                     started = time.monotonic()
                     for _ in range(n):
-                        await workers.start()
+                        await workers.start(http=True)
                     await until(lambda n=n, w=workers, d=db: w.settled(d, n), DEADLINE_S, 0.1)
                     all_live = time.monotonic() - started
                     lags = await _lags(db, workers.markets, args.lag_window)
@@ -208,7 +210,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         print(
                             f"  round {r + 1}: markets evaluated again {takeovers[-1]:.2f} s after the kill", flush=True
                         )
-                        await workers.start()
+                        await workers.start(http=True)
                         await until(lambda n=n, w=workers, d=db: w.settled(d, n), DEADLINE_S, 0.1)
                     if takeovers:
                         row |= {
@@ -227,6 +229,13 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     end_ms = sim.exchange.now_ms()
                     await until(lambda d=db, m=workers.markets, e=end_ms: _marked_past(d, m, e), DEADLINE_S, 0.2)
                     row |= await _exactly_once(db, sim, alerts, int(now * 1000), end_ms)
+                    problems = await window_problems(http, await workers.live_urls(), sim.url, workers.markets)
+                    row["windows_differing"] = len(problems)
+                    print(
+                        f"  windows: {len(workers.markets) - len(problems)} of {len(workers.markets)} equal the"
+                        f" exchange's klines{'; e.g. ' + problems[0] if problems else ''}",
+                        flush=True,
+                    )
                     print(
                         f"  exactly once: {row['reached']} alerts reached, {row['fired']} fired;"
                         f" missed {row['missed']}, fired without a crossing {row['unreached_fired']},"

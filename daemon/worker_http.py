@@ -1,6 +1,11 @@
 """A cluster worker's own HTTP endpoints (``chartgen worker --port N``): ``GET /healthz``,
-``/readyz`` and ``/metrics``, on loopback only (no authentication: a scraper or a load balancer's
-health check on the same host, or through a proxy that adds its own).
+``/readyz``, ``/metrics`` and ``/window``, on loopback only (no authentication: a scraper or a load
+balancer's health check on the same host, or through a proxy that adds its own).
+
+``/window?market=SYMBOL%20INTERVAL`` returns the closed bars the worker's engine holds for a market
+it owns and whose hand-over finished (``[open time, open, high, low, close, volume]`` each, oldest
+first; 404 for another market): what an operator or a bench compares with the exchange's klines
+to see that a window equals the exchange's history after the market moved.
 
 ``/readyz`` is 200 once the worker has its share of the markets and every one of them finished its
 hand-over and its firings are all committed; 503 with the reasons otherwise (PostgreSQL away, a
@@ -21,7 +26,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon.metrics import CONTENT_TYPE
+from daemon.worker_handover import split_market
 from daemon.worker_runtime import Worker
+from engine.bars import Bars
 
 
 class _WorkerCollector(Collector):
@@ -65,10 +72,29 @@ def worker_app(worker: Worker) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE)
 
+    async def window(request: Request) -> Response:
+        market = request.query_params.get("market", "")
+        if market not in worker.live:
+            return JSONResponse(
+                {"error": f"market {market[:40]!r} is not live on this worker (market=SYMBOL%20INTERVAL)"},
+                status_code=404,
+            )
+        symbol, interval = split_market(market)
+        bars = worker.engine.window_bars(symbol, interval)
+        rows = [] if bars is None or bars.times is None else _rows(bars)
+        return JSONResponse({"market": market, "member": worker.member_id, "bars": rows})
+
     return Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/window", window, methods=["GET"]),
         ]
     )
+
+
+def _rows(bars: Bars) -> list[list[float]]:
+    assert bars.times is not None
+    columns = (bars.times, bars.open, bars.high, bars.low, bars.close, bars.volume)
+    return [[float(c[i]) for c in columns] for i in range(len(bars))]

@@ -6,6 +6,8 @@ whose level was reached only while its market had no owner still fires, exactly 
 The oracle is the simulator's own trade tape (``/api/v3/aggTrades``, read by this test): an alert
 must have fired iff a trade after its arming reached its level; none may fire otherwise, and
 ``alert_events`` holds at most one row per alert (its primary key) — checked as a count anyway.
+After the kills every market's window, on the worker holding it, equals the simulator's klines
+(``GET /window`` against ``/api/v3/klines``: gap-free, bar for bar).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
-from tests.support.workers import Workers, real_clock_simulator, until
+from tests.support.workers import Workers, real_clock_simulator, until, window_problems
 
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
 MARKETS = [f"{s} 1m" for s in SYMBOLS]
@@ -100,7 +102,7 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
     alerts: list[Alert] = []
     try:
         for _ in range(3):
-            await workers.start()
+            await workers.start(http=True)
         marks = await until(lambda: workers.settled(db, 3), DEADLINE_S)  # not the first one up alone
 
         # Alerts 2-6 % away on both sides of every market (the simulator's own noise moves far less).
@@ -159,7 +161,7 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
 
             # 3. Kills at random moments while prices move; a worker is restarted after each.
             for _ in range(3):
-                await workers.start()
+                await workers.start(http=True)
                 await until(lambda: workers.settled(db, 3), DEADLINE_S)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
@@ -177,6 +179,10 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
             end_ms = sim.exchange.now_ms()
             # every market evaluated past the end: whatever the trades reached has fired by now
             await until(lambda: _marked_past(db, end_ms), DEADLINE_S)
+
+            # every window, on whichever worker holds it now, equals the exchange's klines: gap-free
+            problems = await window_problems(http, await workers.live_urls(), sim.url, MARKETS)
+            assert not problems, problems[:5]
 
             should: set[str] = set()
             for s in SYMBOLS:

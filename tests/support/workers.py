@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -13,8 +14,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
+
 from cluster.membership import owner_of
 from config.postgres import PostgresDatabase
+from engine.market_data.intervals import interval_seconds
 from tests.support.external import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +70,7 @@ class Workers:
         self.logs = logs
         self.procs: list[asyncio.subprocess.Process] = []
         self.killed: set[str] = set()
+        self.with_http: set[int] = set()
 
     async def start(self, *, http: bool = False) -> asyncio.subprocess.Process:
         """One more worker; with ``http`` it serves /readyz and /metrics on a free loopback port
@@ -84,6 +89,8 @@ class Workers:
             start_new_session=True,
         )
         log.close()
+        if http:
+            self.with_http.add(len(self.procs))
         self.procs.append(proc)
         return proc
 
@@ -98,6 +105,15 @@ class Workers:
             return None
 
         return await until(logged, timeout_s)
+
+    async def live_urls(self) -> list[str]:
+        """The HTTP base URLs of the workers started with ``http`` whose process still runs."""
+        killed = {pid_of(m) for m in self.killed}
+        return [
+            await self.http_url(i)
+            for i, proc in enumerate(self.procs)
+            if i in self.with_http and proc.pid not in killed and proc.returncode is None
+        ]
 
     async def close(self) -> None:
         for proc in self.procs:
@@ -127,6 +143,42 @@ class Workers:
         if len(live) != n or any(marks.get(m) != owner_of(m, live) for m in self.markets):
             return None
         return marks
+
+
+async def window_problems(
+    http: aiohttp.ClientSession, worker_urls: Sequence[str], sim_url: str, markets: Sequence[str]
+) -> list[str]:
+    """What differs between each market's window on the worker that holds it (``GET /window``) and the
+    exchange's klines: a market no worker holds, a gap between consecutive bars, a bar whose open
+    time or OHLCV is not the exchange's, a window more than one bar behind the newest closed kline.
+    Empty when every window equals the exchange's history."""
+    problems: list[str] = []
+    for market in markets:
+        symbol, interval = market.split(" ", 1)
+        rows = None
+        for url in worker_urls:
+            async with http.get(f"{url}/window", params={"market": market}) as r:
+                if r.status == 200:
+                    rows = (await r.json())["bars"]
+                    break
+        if not rows:
+            problems.append(f"{market}: no worker holds a window")
+            continue
+        params = {"symbol": symbol, "interval": interval, "limit": str(len(rows) + 5)}
+        async with http.get(f"{sim_url}/api/v3/klines", params=params) as r:
+            klines = {int(k[0]) // 1000: [float(v) for v in k[1:6]] for k in await r.json()}
+        step = interval_seconds(interval)
+        for before, bar in itertools.pairwise(rows):
+            if bar[0] - before[0] != step:
+                problems.append(f"{market}: gap between {int(before[0])} and {int(bar[0])}")
+        for bar in rows:
+            if klines.get(int(bar[0])) != bar[1:]:
+                problems.append(f"{market}: bar {int(bar[0])} is {bar[1:]}, the exchange's {klines.get(int(bar[0]))}")
+                break
+        newest_closed = max(klines) - step  # the newest kline is the forming bar
+        if rows[-1][0] < newest_closed - step:
+            problems.append(f"{market}: newest bar {int(rows[-1][0])}, the exchange closed {newest_closed}")
+    return problems
 
 
 async def owners(db: PostgresDatabase) -> dict[str, str]:
