@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,17 @@ def _dsn(ns: argparse.Namespace) -> str | None:
     if ns.postgres_dsn:
         return str(ns.postgres_dsn)
     return load_settings({}, ns.config).cluster_dsn()
+
+
+@contextlib.asynccontextmanager
+async def cluster_database(dsn: str, *, min_size: int = 1, max_size: int = 2) -> AsyncIterator[PostgresDatabase]:
+    """A pool on the cluster's PostgreSQL with its schema applied (a newer one refused), closed on exit."""
+    db = await PostgresDatabase.open(dsn, min_size=min_size, max_size=max_size)
+    try:
+        await db.migrate(CLUSTER_MIGRATIONS)
+        yield db
+    finally:
+        await db.close()
 
 
 async def _migrate(dsn: str) -> int:

@@ -20,9 +20,10 @@ switch, schedules, the journal, notification channels, alert actions, OAuth and 
 — their stores have no PostgreSQL implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
-``cluster_heartbeat_s``; the same job re-opens the push listener after a lost connection and
-counts the cluster's armed alerts.  PostgreSQL away: the front is *degraded* (``/readyz`` 503
-with the reason) and every tool that needs the database answers with an error naming it.
+``cluster_heartbeat_s``; the same job re-opens the push listener after a lost connection.  The
+cluster's armed alerts are counted every :data:`ALERT_COUNT_EVERY_S`.  PostgreSQL away: the front
+is *degraded* (``/readyz`` 503 with the reason) and every tool that needs the database answers
+with an error naming it.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from alerts.store import QueueLimits
 from cluster.membership import Membership, new_member_id
 from config import Settings
 from config.migrations import DatabaseError
-from config.postgres import UNREACHABLE, Listener, PostgresDatabase, StorageUnavailable
+from config.postgres import UNREACHABLE, Listener, StorageUnavailable
 from daemon.alerts_runtime import engine_default_interval
-from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
+from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.scheduler import DaemonScheduler
 from daemon.services import agent_settings, chart_service, market_data, testnet_endpoints
 from daemon.supervisor import Supervisor
@@ -62,6 +63,11 @@ NOT_ON_FRONT = (
     "Not available on a cluster front yet: orders, positions, schedules, the halt switch and the journal"
     " run on a single-node daemon (chartgen --serve --trade); see docs/cluster.md."
 )
+
+
+ALERT_COUNT_EVERY_S = 15.0
+"""How often a front counts the cluster's armed alerts for /status and /metrics (a full count of
+the alerts table: not every heartbeat)."""
 
 
 class FrontError(DatabaseError):
@@ -84,7 +90,7 @@ class Front:
     notes: list[str] = field(default_factory=list)
 
     async def heartbeat(self) -> None:
-        """The periodic job: membership, the push listener (re-read after a reconnect), the alert count."""
+        """The periodic job: membership and the push listener (re-read after a reconnect)."""
         try:
             was = self.listener.connected
             if not await self.listener.ensure():
@@ -92,7 +98,6 @@ class Front:
             if not was:
                 self.relay.reconnected()
             await self.membership.heartbeat(self.member_id, "front", self.address)
-            await self.alerts.count()
         except (StorageUnavailable, *UNREACHABLE) as exc:
             if self.degraded is None:
                 self.degraded_since = time.time()
@@ -130,70 +135,77 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
     dsn = settings.cluster_dsn()
     if dsn is None:
         raise FrontError(f"--cluster: {NO_CLUSTER_DSN}")
-    db = await PostgresDatabase.open(dsn, min_size=2, max_size=16)
-    try:
-        await db.migrate(CLUSTER_MIGRATIONS)
-        async with contextlib.AsyncExitStack() as stack:
-            supervisor = await stack.enter_async_context(Supervisor())
-            scheduler = DaemonScheduler()
-            session = await stack.enter_async_context(aiohttp.ClientSession())
-            charts = await stack.enter_async_context(chart_service(settings, session=session))
-            limits = QueueLimits(
-                push_cap=settings.notify_queue_cap,
-                push_ttl_s=settings.notify_queue_ttl_s,
-                poll_cap=settings.notify_poll_cap,
-            )
-            store = PgAlertStore(db, limits)
-            hub = PushHub(store.mark_delivered)
-            index = StoredAlerts(lambda: db.fetchval("SELECT COUNT(*) FROM alerts"))
-            rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
-            service = AlertService(
-                store,
-                index,
-                hub,
-                default_interval=engine_default_interval(settings),
-                check_symbol=SymbolDirectory(rest).check,
-                max_alerts_per_principal=settings.alerts_max_per_client,
-            )
-            relay = PushRelay(store, hub)
-            front = Front(
-                member_id=new_member_id("front"),
-                membership=Membership(db, settings.cluster_liveness_s),
-                listener=db.listener(PUSH_CHANNEL, relay.on_payload),
-                relay=relay,
-                alerts=index,
-                address=address,
-            )
-            stack.push_async_callback(front.listener.close)
-            stack.push_async_callback(_leave, front)
-            services = Services(
-                charts=charts,
-                max_bars=settings.max_bars,
-                tokens=PgTokenStore(db),
-                alerts=service,
-                push=hub,
-                scheduler=scheduler,
-                not_running=NOT_ON_FRONT,
-            )
-            services.market = market_data(settings, session)
-            services.agent = agent_settings(settings)
-            supervisor.start("push-relay", relay.run)
-            supervisor.start("push-delivery-marks", hub.run_flusher)
-            scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)
-            scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
-            await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
-            await stack.enter_async_context(scheduler.running())
-            stack.push_async_callback(hub.flush)
-            log.info("front_started", member=front.member_id)
-            yield settings, services, front
-    finally:
-        await db.close()
+    async with cluster_database(dsn, min_size=2, max_size=16) as db, contextlib.AsyncExitStack() as stack:
+        supervisor = await stack.enter_async_context(Supervisor())
+        scheduler = DaemonScheduler()
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        charts = await stack.enter_async_context(chart_service(settings, session=session))
+        limits = QueueLimits(
+            push_cap=settings.notify_queue_cap,
+            push_ttl_s=settings.notify_queue_ttl_s,
+            poll_cap=settings.notify_poll_cap,
+        )
+        store = PgAlertStore(db, limits)
+        hub = PushHub(store.mark_delivered)
+        index = StoredAlerts(lambda: db.fetchval("SELECT COUNT(*) FROM alerts"))
+        rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
+        service = AlertService(
+            store,
+            index,
+            hub,
+            default_interval=engine_default_interval(settings),
+            check_symbol=SymbolDirectory(rest).check,
+            max_alerts_per_principal=settings.alerts_max_per_client,
+        )
+        relay = PushRelay(store, hub)
+        front = Front(
+            member_id=new_member_id("front"),
+            membership=Membership(db, settings.cluster_liveness_s),
+            listener=db.listener(PUSH_CHANNEL, relay.on_payload),
+            relay=relay,
+            alerts=index,
+            address=address,
+        )
+        stack.push_async_callback(front.listener.close)
+        stack.push_async_callback(_leave, front)
+        services = Services(
+            charts=charts,
+            max_bars=settings.max_bars,
+            tokens=PgTokenStore(db),
+            alerts=service,
+            push=hub,
+            scheduler=scheduler,
+            not_running=NOT_ON_FRONT,
+        )
+        services.market = market_data(settings, session)
+        services.agent = agent_settings(settings)
+        supervisor.start("push-relay", relay.run)
+        supervisor.start("push-delivery-marks", hub.run_flusher)
+        scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)
+        scheduler.every("front-alert-count", ALERT_COUNT_EVERY_S, _quiet(index.count))
+        scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
+        await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
+        await _quiet(index.count)()
+        await stack.enter_async_context(scheduler.running())
+        stack.push_async_callback(hub.flush)
+        log.info("front_started", member=front.member_id)
+        yield settings, services, front
 
 
 async def _leave(front: Front) -> None:
     """A clean stop: gone from the membership at once."""
     with contextlib.suppress(StorageUnavailable, *UNREACHABLE):
         await front.membership.leave(front.member_id)
+
+
+def _quiet(job):  # type: ignore[no-untyped-def]
+    """A status job that skips a round while PostgreSQL is away (the heartbeat reports the outage)."""
+
+    async def run() -> None:
+        with contextlib.suppress(StorageUnavailable, *UNREACHABLE):
+            await job()
+
+    return run
 
 
 def _sweeper(store: PgAlertStore):  # type: ignore[no-untyped-def]

@@ -24,8 +24,7 @@ from pathlib import Path
 
 from config import Settings, load_settings
 from config.database import DatabaseError
-from config.postgres import PostgresDatabase
-from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
+from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from mcp_bridge.pg_tokens import PgTokenStore
@@ -106,12 +105,8 @@ async def _token_store(settings: Settings, cluster: bool) -> AsyncIterator[Token
     dsn = settings.cluster_dsn()
     if dsn is None:
         raise TokenError(f"--cluster: {NO_CLUSTER_DSN}, or pass --postgres-dsn")
-    db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
-    try:
-        await db.migrate(CLUSTER_MIGRATIONS)
+    async with cluster_database(dsn) as db:
         yield PgTokenStore(db)
-    finally:
-        await db.close()
 
 
 def main(argv: Sequence[str]) -> int:
