@@ -36,8 +36,8 @@ from typing import Any
 
 from bench.agent_common import print_machine
 from brokers.models import OrderRequest
-from cluster.lease import LEASE_MIGRATIONS
-from cluster.orders import ORDER_MIGRATIONS, OrderIntents, lease_name
+from cluster.order_leader import ORDER_PATH_MIGRATIONS
+from cluster.orders import OrderIntents, lease_name
 from config.postgres import PostgresDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ async def run(rounds: int, ttl_s: float, rate: float) -> list[dict[str, Any]]:
         sim = await start_simulator(host="127.0.0.1", port=0, clock="real")
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn)
-        await db.migrate([LEASE_MIGRATIONS, ORDER_MIGRATIONS])
+        await db.migrate(ORDER_PATH_MIGRATIONS)
         intents = OrderIntents(db)
         procs: dict[str, asyncio.subprocess.Process] = {}
         answers: list[asyncio.Task[Any]] = []

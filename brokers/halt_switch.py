@@ -25,12 +25,13 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from brokers.halt import HaltState, HaltStore
 from brokers.models import BrokerError, ExchangeList, ExchangeOrder
+from brokers.protocol import Broker
 from brokers.service import OrderService
 
 log = structlog.get_logger(__name__)
@@ -41,6 +42,16 @@ CANCEL_CONCURRENCY = 8
 POLL_S = 0.2
 IN_FLIGHT_WAIT_S = 1.0
 """How long cancel-open waits for orders admitted before the halt whose send is still under way."""
+
+
+class CancelTarget(Protocol):
+    """Whose open orders cancel-open cancels: the single node's OrderService (which records each
+    cancelled order), or the cluster's order leader (whose orders are the exchange's)."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    async def on_update(self, update: ExchangeOrder) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -76,7 +87,7 @@ async def _bounded(limit: asyncio.Semaphore, job: Awaitable[Any]) -> Any:
         return await job
 
 
-async def _wait_in_flight(service: OrderService, timeout_s: float) -> None:
+async def _wait_in_flight(service: CancelTarget, timeout_s: float) -> None:
     """Let sends admitted before the halt finish, so their orders are open (and cancelled) or done."""
     in_flight = getattr(service, "_in_flight", None)
     if not in_flight:
@@ -88,7 +99,7 @@ async def _wait_in_flight(service: OrderService, timeout_s: float) -> None:
         await asyncio.sleep(step)  # bounded wait for this process's own sends; the service offers no event
 
 
-async def _cancel_lists(service: OrderService, limit: asyncio.Semaphore, out: CancelOutcome) -> None:
+async def _cancel_lists(service: CancelTarget, limit: asyncio.Semaphore, out: CancelOutcome) -> None:
     broker = service.broker
     open_lists = getattr(broker, "open_lists", None)
     cancel_list = getattr(broker, "cancel_list", None)
@@ -117,7 +128,7 @@ async def _cancel_lists(service: OrderService, limit: asyncio.Semaphore, out: Ca
     await asyncio.gather(*(_bounded(limit, one(lst)) for lst in lists))
 
 
-async def _cancel_orders(service: OrderService, orders: list[ExchangeOrder], limit: asyncio.Semaphore) -> list[str]:
+async def _cancel_orders(service: CancelTarget, orders: list[ExchangeOrder], limit: asyncio.Semaphore) -> list[str]:
     """Cancel ``orders`` concurrently; returns the client ids whose cancel failed (with why)."""
     failed: list[tuple[str, str]] = []
 
@@ -134,7 +145,7 @@ async def _cancel_orders(service: OrderService, orders: list[ExchangeOrder], lim
     return [f"{cid}: {why}" for cid, why in failed]
 
 
-async def cancel_open(service: OrderService, *, concurrency: int = CANCEL_CONCURRENCY) -> CancelOutcome:
+async def cancel_open(service: CancelTarget, *, concurrency: int = CANCEL_CONCURRENCY) -> CancelOutcome:
     """Cancel every open order list and order on the venue (see the module docstring)."""
     started = time.perf_counter()
     out = CancelOutcome()

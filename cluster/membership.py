@@ -41,10 +41,18 @@ MEMBER_MIGRATIONS = Migrations(
             CREATE INDEX cluster_members_seen ON cluster_members (role, last_seen)
             """,
         ),
+        (
+            2,
+            """
+            ALTER TABLE cluster_members DROP CONSTRAINT cluster_members_role_check;
+            ALTER TABLE cluster_members ADD CONSTRAINT cluster_members_role_check
+                CHECK (role IN ('worker', 'front', 'leader'))
+            """,
+        ),
     ),
 )
 
-ROLES = ("worker", "front")
+ROLES = ("worker", "front", "leader")
 
 
 def new_member_id(role: str) -> str:

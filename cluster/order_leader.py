@@ -1,7 +1,12 @@
 """The order leader of an exchange account in a cluster: holds the lease ``orders/<account>``,
-sends the queued intents one at a time signed at the moment of its lease check, and settles the
-intents a former leader (or a lost answer) left unanswered.  cluster/orders.py explains the
-protocol and why it never sends an order twice.
+admits each queued intent (the guard rails and the halt switch: cluster/leader_admission.py),
+sends it signed at the moment of its lease check, one at a time, and settles the intents a former
+leader (or a lost answer) left unanswered; it also carries out the halt switch's cancel-open
+requests.  cluster/orders.py explains the protocol and why it never sends an order twice.
+
+An answer it could not record (PostgreSQL away right after the exchange answered) is kept in memory
+and recorded in a later round; if the process dies first, the next leader settles the intent by
+asking the exchange (it is ``sending`` under an older token).
 """
 
 from __future__ import annotations
@@ -16,14 +21,29 @@ import orjson
 import structlog
 
 from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
-from cluster.lease import Lease, LeaseLost, Leases
-from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, ORDER_JSON, REQUEST_JSON, State, lease_name
+from brokers.order_checks import OrderChecks, SafetyLimits
+from brokers.protocol import Broker
+from cluster import leader_admission
+from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
+from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
+from cluster.orders import (
+    ANSWERS_CHANNEL,
+    INTENTS_CHANNEL,
+    ORDER_JSON,
+    ORDER_MIGRATIONS,
+    REQUEST_JSON,
+    State,
+    lease_name,
+)
 from config.postgres import UNREACHABLE, PostgresDatabase
 
 log = structlog.get_logger(__name__)
 
+ORDER_PATH_MIGRATIONS = (LEASE_MIGRATIONS, ORDER_MIGRATIONS, HALT_MIGRATIONS)
+"""The tables the order path uses (leases, intents, the halt switch): what a leader needs migrated."""
 
-class FencedSender(Protocol):
+
+class FencedSender(Broker, Protocol):
     """A venue that enforces a request time window, and a broker that can sign at a chosen time
     (BinanceBroker).  Venues without one (ccxt, paper) cannot be led from a cluster safely."""
 
@@ -50,6 +70,7 @@ class OrderLeader:
         ttl_s: float = 6.0,
         settle_margin_s: float = 1.0,
         batch: int = 1,
+        limits: SafetyLimits | None = None,
     ) -> None:
         self.db = db
         self.broker = broker
@@ -59,12 +80,18 @@ class OrderLeader:
         self.recv_window_s = broker.recv_window_ms / 1000
         self.settle_margin_s = settle_margin_s
         self.batch = batch
+        self.checks = OrderChecks(rules=broker.rules, ticker=broker.last_price, limits=limits)
+        """Steps 1-6 of the guard rails, at the venue's ticker price (a leader follows no market)."""
         self.leases = Leases(db)
         self.lease: Lease | None = None
         self._led_since = 0.0
         self._renewed_at = 0.0
         self.degraded: str | None = None
         """Why the last round failed (PostgreSQL away, …), for readiness; None after a good round."""
+        self.unrecorded: list[tuple[str, int, State, dict[str, Any]]] = []
+        """Answers known here that PostgreSQL did not take yet: recorded again each round."""
+        self.sent = 0
+        self.refused = 0
 
     @property
     def leading(self) -> bool:
@@ -75,8 +102,29 @@ class OrderLeader:
         many requests went to the exchange this round."""
         if not await self._hold():
             return 0
+        await self._record_kept()
+        await self.cancel_open_if_asked()
         await self.settle()
         return await self.send_queued()
+
+    async def _record_kept(self) -> None:
+        kept, self.unrecorded = self.unrecorded, []
+        for cid, token, state, body in kept:
+            await self._record(cid, token, state, body)
+
+    async def cancel_open_if_asked(self) -> dict[str, Any] | None:
+        """Carry out the halt switch's pending cancel-open request, if any (its result is recorded)."""
+        lease = self.lease
+        state = await read_in(self.db, self.account)
+        if lease is None or not state.cancel_pending:
+            return None
+        outcome = await leader_admission.cancel_open_orders(self.broker)
+        result = outcome.as_dict()
+        async with self.db.transaction() as conn:
+            await lease.fence(conn)
+            await record_cancel_in(conn, self.account, state.cancel_seq, result)
+        log.warning("trading_halt_cancel_open", account=self.account, **result)
+        return result
 
     async def _hold(self) -> bool:
         now = time.monotonic()
@@ -116,11 +164,14 @@ class OrderLeader:
         sent = 0
         for row in sorted(rows, key=lambda r: r["created_at"]):
             req = REQUEST_JSON.validate_json(row["request"])
+            if not await self._admitted(req, lease):
+                continue
             stamp = self.broker.exchange_time_ms()
             if not lease.may_act():  # the request would leave after our lease may have ended: leave it
                 log.warning("order_leader_stopped_sending", account=self.account, left=len(rows) - sent)
                 break
             sent += 1
+            self.sent += 1
             try:
                 order = await self.broker.place_signed_at(req, stamp)
             except OutcomeUnknown as exc:
@@ -131,6 +182,25 @@ class OrderLeader:
                 continue
             await self._record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
         return sent
+
+    async def _admitted(self, req: OrderRequest, lease: Lease) -> bool:
+        """The guard rails and the halt switch (cluster/leader_admission.py); a refusal is answered."""
+        try:
+            notional = await leader_admission.check(self.checks, req)
+            async with self.db.transaction() as conn:
+                await leader_admission.admit(
+                    conn, lease, self.account, req, notional, self.checks.limits.max_daily_notional
+                )
+        except leader_admission.Refused as exc:
+            self.refused += 1
+            await self._record(req.client_order_id, lease.token, "rejected", {"error": str(exc), "refused": True})
+            return False
+        except (*UNREACHABLE, asyncpg.PostgresError) as exc:  # the halt switch and the limit were not read
+            log.warning("order_admission_failed", client_order_id=req.client_order_id, error=repr(exc))
+            why = "not sent: the halt switch and the daily limit could not be read (PostgreSQL unreachable); retry"
+            await self._record(req.client_order_id, lease.token, "rejected", {"error": why, "refused": True})
+            return False
+        return True
 
     async def settle(self) -> int:
         """Intents that may have been sent but have no answer, once no such request can still reach
@@ -176,20 +246,27 @@ class OrderLeader:
     async def _record(
         self, client_order_id: str, token: int, state: State, body: dict[str, Any], *, was: str | None = None
     ) -> bool:
-        """Store the answer if the intent is still where we left it; wakes the waiting front."""
-        async with self.db.transaction() as conn:
-            tag = await conn.execute(
-                "UPDATE cluster_order_intents SET state = $2, answer = $3, answered_at = clock_timestamp()"
-                " WHERE client_order_id = $1 AND sender_token = $4 AND state = ANY($5::text[])",
-                client_order_id,
-                state,
-                orjson.dumps(body, default=str).decode(),
-                token,
-                [was] if was is not None else ["sending", "unknown"],
-            )
-            if tag.endswith(" 0"):
-                return False
-            await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
+        """Store the answer if the intent is still where we left it; wakes the waiting front.  PostgreSQL
+        away: the answer is kept and recorded in a later round (False now)."""
+        try:
+            async with self.db.transaction() as conn:
+                tag = await conn.execute(
+                    "UPDATE cluster_order_intents SET state = $2, answer = $3, answered_at = clock_timestamp()"
+                    " WHERE client_order_id = $1 AND sender_token = $4 AND state = ANY($5::text[])",
+                    client_order_id,
+                    state,
+                    orjson.dumps(body, default=str).decode(),
+                    token,
+                    [was] if was is not None else ["sending", "unknown"],
+                )
+                if tag.endswith(" 0"):
+                    return False
+                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
+        except (*UNREACHABLE, asyncpg.PostgresError) as exc:
+            if was is None:  # a settlement (``was`` given) is simply done again by a later round
+                self.unrecorded.append((client_order_id, token, state, body))
+            log.warning("order_answer_not_recorded", client_order_id=client_order_id, state=state, error=repr(exc))
+            return False
         return True
 
     async def resign(self) -> None:

@@ -76,6 +76,14 @@ ORDER_MIGRATIONS = Migrations(
                 WHERE state IN ('sending', 'unknown')
             """,
         ),
+        (
+            2,
+            """
+            ALTER TABLE cluster_order_intents ADD COLUMN notional NUMERIC;
+            CREATE INDEX cluster_order_intents_counted ON cluster_order_intents (account, claimed_at)
+                WHERE notional IS NOT NULL
+            """,
+        ),
     ),
 )
 
@@ -89,12 +97,14 @@ State = Literal["queued", "sending", "unknown", "placed", "rejected"]
 
 @dataclass(frozen=True)
 class Answer:
-    """The outcome of an intent: ``placed`` with the exchange's order, or ``rejected`` with why."""
+    """The outcome of an intent: ``placed`` with the exchange's order, or ``rejected`` with why —
+    ``refused`` when our guard rails refused it (the exchange never saw it)."""
 
     client_order_id: str
     state: State
     order: ExchangeOrder | None
     error: str | None
+    refused: bool = False
 
 
 def lease_name(account: str) -> str:
@@ -104,7 +114,7 @@ def lease_name(account: str) -> str:
 def _answer(row: asyncpg.Record) -> Answer:
     body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
-    return Answer(row["client_order_id"], row["state"], order, body.get("error"))
+    return Answer(row["client_order_id"], row["state"], order, body.get("error"), bool(body.get("refused")))
 
 
 class OrderIntents:
@@ -140,6 +150,23 @@ class OrderIntents:
                     await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
         except asyncpg.UniqueViolationError as exc:
             raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one") from exc
+
+    async def withdraw(self, client_order_id: str, why: str) -> bool:
+        """Answer a still-queued intent ``rejected`` with ``why`` so no leader sends it (True); False
+        once a leader claimed it (its answer will come).  One statement: claim and withdrawal
+        cannot both win."""
+        with unreachable_as("order not withdrawn", self.db.where):
+            async with self.db.transaction() as conn:
+                tag = await conn.execute(
+                    "UPDATE cluster_order_intents SET state = 'rejected', answer = $2, answered_at = clock_timestamp()"
+                    " WHERE client_order_id = $1 AND state = 'queued'",
+                    client_order_id,
+                    orjson.dumps({"error": why, "refused": True}).decode(),
+                )
+                if tag.endswith(" 0"):
+                    return False
+                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
+        return True
 
     async def answer(self, client_order_id: str) -> Answer | None:
         """The answer if there is one yet (None: unknown id, or still queued / being sent)."""

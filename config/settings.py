@@ -172,11 +172,19 @@ class Settings(BaseSettings):
     ccxt_api_url: str | None = None
     """Advanced: the ccxt exchange's REST API URL for both public and private calls (tests: the simulator)."""
 
-    # --- scale-out (docs/design.md §11; no cluster role runs yet) ------------------------------
+    # --- scale-out (docs/design.md §11, docs/cluster.md) --------------------------------------
     postgres_dsn: SecretStr | None = None
     """The cluster's PostgreSQL (``postgresql://user:password@host:5432/db``): read by ``chartgen cluster
-    migrate | status`` and ``chartgen worker``; the single-process daemon keeps SQLite.  Env:
-    CHARTGEN_POSTGRES_DSN."""
+    migrate | status``, ``chartgen worker``, ``chartgen leader`` and fronts (``--serve --cluster``);
+    the single-process daemon keeps SQLite.  Env: CHARTGEN_POSTGRES_DSN."""
+    cluster_account: str = Field(default="main", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """The exchange account a cluster's fronts and order leaders share: the order lease
+    ``orders/<account>``, its intents and its halt switch. Letters, digits, ``_ . -``."""
+    cluster_leader_ttl_s: float = Field(default=6.0, ge=1, le=60)
+    """The order lease's time to live: a dead leader's successor takes over within about this long."""
+    cluster_order_wait_s: float = Field(default=10.0, gt=0, le=120)
+    """How long a front waits for an order leader to take a place_order before withdrawing it
+    (answered "not sent")."""
     cluster_heartbeat_s: float = Field(default=1.0, gt=0, le=30)
     """A cluster worker's heartbeat, market-assignment refresh and hand-over-mark period (seconds)."""
     cluster_backfill_max_s: float = Field(default=300.0, gt=0, le=3600)

@@ -9,6 +9,7 @@
     chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
     chartgen cluster migrate | status                the cluster's PostgreSQL (scale-out building blocks)
     chartgen worker                                  a cluster worker (its share of markets and alerts)
+    chartgen leader                                  a cluster order-leader candidate (sends the orders)
 
 Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defaults.
 
@@ -36,7 +37,7 @@ from config.database import DatabaseError
 from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster", "worker")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster", "worker", "leader")
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -75,7 +76,7 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog=(
             "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
-            " chartgen trading --help, chartgen cluster --help, chartgen worker --help"
+            " chartgen trading --help, chartgen cluster --help, chartgen worker --help, chartgen leader --help"
         ),
     )
     p.add_argument(
@@ -169,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from daemon.worker_command import main as worker_main
 
         return worker_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "leader":
+        from daemon.leader_command import main as leader_main
+
+        return leader_main([*hoisted, *rest[1:]])
     ns = _main_parser().parse_args([*hoisted, *rest])
     if ns.cluster and (problem := _cluster_conflict(ns)):
         print(f"chartgen: error: --cluster {problem}", file=sys.stderr)

@@ -28,6 +28,7 @@ import orjson
 from pydantic import ValidationError
 
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
+from cluster.halt import HALT_MIGRATIONS
 from cluster.lease import LEASE_MIGRATIONS, Leases
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
 from cluster.membership import MEMBER_MIGRATIONS, Membership, assign
@@ -48,6 +49,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     LEASE_MIGRATIONS,
     MEMBER_MIGRATIONS,
     ORDER_MIGRATIONS,
+    HALT_MIGRATIONS,
     MARK_MIGRATIONS,
     PG_TOKEN_MIGRATIONS,
 )
@@ -122,6 +124,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         e["markets"] += 1
         if mark.lag_s >= e["max_lag_s"]:
             e["max_lag_s"], e["worst"] = round(mark.lag_s, 3), mark.market
+    halted = await db.fetch("SELECT account, reason, halted_by FROM cluster_halt WHERE halted ORDER BY account")
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -141,6 +144,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
             for x in leases
         ],
         "order_intents": by_account,
+        "halted": [{"account": r["account"], "reason": r["reason"], "by": r["halted_by"]} for r in halted],
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
@@ -166,6 +170,8 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
         lines.append(f"  {account}: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
     if not status["order_intents"]:
         lines.append("  none")
+    for h in status["halted"]:
+        lines.append(f"  {h['account']}: HALTED by {h['by'] or '?'}: {h['reason'] or 'no reason given'}")
     lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
     for worker, owned in status["assignment"].items():
         shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")

@@ -15,15 +15,21 @@ A front keeps no state of its own, so any number of them can stand behind a load
 - **Charts and indicators** are computed from the exchange's REST data (the single node's
   ``--serve`` without ``--trade``: a front follows no live stream).
 
-Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): orders, positions, the halt
-switch, schedules, the journal, notification channels, alert actions, OAuth and the dashboard
-— their stores have no PostgreSQL implementation (docs/cluster.md).
+- **place_order** records an order intent for the account's order leader (``chartgen leader``),
+  which applies the guard rails and the halt switch and sends it; the front waits for its answer
+  (cluster/front_orders.py).  **halt_trading** sets the cluster's halt switch of the account
+  (cluster/halt.py); its cancel-open is carried out by the leader.
+
+Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
+reading orders back (get_orders, cancel_order), positions and balances, schedules, the journal,
+notification channels, alert actions, OAuth and the dashboard — their stores have no PostgreSQL
+implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener after a lost connection.  The
-cluster's armed alerts are counted every :data:`ALERT_COUNT_EVERY_S`.  PostgreSQL away: the front
-is *degraded* (``/readyz`` 503 with the reason) and every tool that needs the database answers
-with an error naming it.
+cluster's armed alerts are counted and the halt switch read every :data:`STATUS_REFRESH_S`.
+PostgreSQL away: the front is *degraded* (``/readyz`` 503 with the reason) and every tool that
+needs the database answers with an error naming it.
 """
 
 from __future__ import annotations
@@ -43,7 +49,10 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import QueueLimits
+from cluster.front_orders import FrontOrders
+from cluster.halt import ClusterHalt
 from cluster.membership import Membership, new_member_id
+from cluster.orders import INTENTS_CHANNEL, OrderIntents
 from config import Settings
 from config.migrations import DatabaseError
 from config.postgres import UNREACHABLE, Listener, StorageUnavailable
@@ -60,14 +69,15 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: orders, positions, schedules, the halt switch and the journal"
-    " run on a single-node daemon (chartgen --serve --trade); see docs/cluster.md."
+    "Not available on a cluster front yet: order lists, get_orders, cancel_order, positions, balances,"
+    " schedules and the journal run on a single-node daemon (chartgen --serve --trade); a front places"
+    " single orders (place_order) and halts trading (halt_trading); see docs/cluster.md."
 )
 
 
-ALERT_COUNT_EVERY_S = 15.0
-"""How often a front counts the cluster's armed alerts for /status and /metrics (a full count of
-the alerts table: not every heartbeat)."""
+STATUS_REFRESH_S = 15.0
+"""How often a front counts the cluster's armed alerts (a full count of the alerts table: not every
+heartbeat) and re-reads the halt switch, for /status and /metrics; halt_trading reads it afresh."""
 
 
 class FrontError(DatabaseError):
@@ -168,6 +178,10 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         )
         stack.push_async_callback(front.listener.close)
         stack.push_async_callback(_leave, front)
+        intents = OrderIntents(db)
+        stack.push_async_callback(intents.close)
+        halt = ClusterHalt(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
+        stack.push_async_callback(halt.close)
         services = Services(
             charts=charts,
             max_bars=settings.max_bars,
@@ -176,16 +190,20 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             push=hub,
             scheduler=scheduler,
             not_running=NOT_ON_FRONT,
+            halt=halt,
+            front_orders=FrontOrders(intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s),
         )
         services.market = market_data(settings, session)
         services.agent = agent_settings(settings)
         supervisor.start("push-relay", relay.run)
         supervisor.start("push-delivery-marks", hub.run_flusher)
         scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)
-        scheduler.every("front-alert-count", ALERT_COUNT_EVERY_S, _quiet(index.count))
+        scheduler.every("front-alert-count", STATUS_REFRESH_S, _quiet(index.count))
+        scheduler.every("front-halt-state", STATUS_REFRESH_S, _quiet(halt.refresh))
         scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
         await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
         await _quiet(index.count)()
+        await _quiet(halt.refresh)()
         await stack.enter_async_context(scheduler.running())
         stack.push_async_callback(hub.flush)
         log.info("front_started", member=front.member_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -11,7 +12,8 @@ from alerts.channels.sender import OutboxSender
 from alerts.feed import NotificationFeed
 from alerts.push import PushHub
 from alerts.service import AlertService
-from brokers.halt_switch import HaltSwitch
+from brokers.halt import HaltState
+from brokers.models import OrderRequest
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
 from engine.charts.service import ChartService
@@ -28,6 +30,32 @@ class JobStatus(Protocol):
     """The daemon's job scheduler as /status sees it (``daemon.scheduler.DaemonScheduler``)."""
 
     def status(self) -> dict[str, Any]: ...
+
+
+class OrderPlacer(Protocol):
+    """What place_order calls: the single node's OrderService, or a cluster front's order intents
+    (cluster/front_orders.py)."""
+
+    async def place_parsed(
+        self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
+    ) -> dict[str, Any]: ...
+
+
+class HaltControl(Protocol):
+    """The operator's halt switch: the single node's (brokers/halt_switch.py) or a cluster's
+    (cluster/halt.py)."""
+
+    @property
+    def state(self) -> HaltState: ...
+
+    @property
+    def halted(self) -> bool: ...
+
+    def note(self) -> str | None: ...
+
+    async def halt(self, *, reason: str | None, by: str, cancel_open: bool = False) -> dict[str, Any]: ...
+
+    async def resume(self, *, by: str) -> dict[str, Any]: ...
 
 
 ENGINE_NOT_RUNNING = "Trading engine not running. Start with --trade to enable trading tools."
@@ -59,8 +87,11 @@ class Services:
     """Scheduled orders (``--trade``; :mod:`brokers.schedules`), or None."""
     scheduler: JobStatus | None = None
     """The daemon's job scheduler (``daemon.scheduler.DaemonScheduler``): every periodic job, for /status."""
-    halt: HaltSwitch | None = None
-    """The operator's halt switch (``--trade``; :mod:`brokers.halt_switch`), or None."""
+    halt: HaltControl | None = None
+    """The operator's halt switch (``--trade``: :mod:`brokers.halt_switch`; a cluster front:
+    cluster/halt.py), or None."""
+    front_orders: OrderPlacer | None = None
+    """A cluster front's place_order (cluster/front_orders.py), or None."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
     journal: JournalStore | None = None
@@ -70,6 +101,11 @@ class Services:
     not_running: str | None = None
     """What a tool whose part is not running answers (None: chartgen's "Trading engine not running"
     message; a cluster front names what it does not serve yet)."""
+
+    @property
+    def order_placer(self) -> OrderPlacer | None:
+        """Where place_order goes: the order service, else a front's order intents, else None."""
+        return self.orders if self.orders is not None else self.front_orders
 
     def not_running_note(self) -> str:
         return self.not_running or ENGINE_NOT_RUNNING

@@ -126,7 +126,9 @@ async def _answer(what: str, op: Awaitable[Any]) -> ToolResult:
 
 
 async def place_order(ctx: ToolContext, args: PlaceOrderArgs) -> ToolResult:
-    return await _answer("order", _svc(ctx).place_parsed(args.order, args.bracket, owner=ctx.principal))
+    placer = ctx.services.order_placer
+    assert placer is not None  # the unit's `needs` answered "not running" before
+    return await _answer("order", placer.place_parsed(args.order, args.bracket, owner=ctx.principal))
 
 
 async def place_oco(ctx: ToolContext, args: PlaceOcoArgs) -> ToolResult:
@@ -149,13 +151,13 @@ async def get_balance(ctx: ToolContext, args: GetBalanceArgs) -> ToolResult:
     return await _answer("balance lookup", _svc(ctx).get_balance())
 
 
-def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+def _unit(name: str, args: type[WireArgs], handler: Any, needs: str = "orders") -> ToolUnit[Any]:
     return ToolUnit(
-        name=name, args=args, handler=handler, group="trading", needs="orders", needs_principal=True, **wire(name)
+        name=name, args=args, handler=handler, group="trading", needs=needs, needs_principal=True, **wire(name)
     )
 
 
-PLACE_ORDER = _unit("place_order", PlaceOrderArgs, place_order)
+PLACE_ORDER = _unit("place_order", PlaceOrderArgs, place_order, needs="order_placer")
 CHARTGEN_UNITS = (
     PLACE_ORDER,
     _unit("cancel_order", CancelOrderArgs, cancel_order),

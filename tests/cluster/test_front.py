@@ -163,7 +163,7 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
             outcomes = dict(await db.fetch("SELECT alert_id, outcome FROM alert_events"))
             assert outcomes == {made["alert_id"]: "fired", other["alert_id"]: "cancelled"}
 
-            refused = await call_error(at_a, "place_order", {})
+            refused = await call_error(at_a, "get_orders", {})
             assert "Not available on a cluster front" in refused
             subs = await call(at_b, "list_subscriptions")
             assert subs["subscribed"] is True

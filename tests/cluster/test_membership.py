@@ -76,7 +76,7 @@ async def test_heartbeats_make_members_live_and_silence_or_leaving_removes_them(
 
 async def test_a_bad_role_is_refused(cluster_db: PostgresDatabase) -> None:
     with pytest.raises(ValueError, match="role must be one of"):
-        await Membership(cluster_db).heartbeat("x", "leader")
+        await Membership(cluster_db).heartbeat("x", "scheduler")
 
 
 async def test_three_workers_share_600_markets_and_a_dead_ones_move_to_the_others(

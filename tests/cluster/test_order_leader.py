@@ -22,9 +22,8 @@ import pytest
 from brokers.binance_broker import BinanceBroker
 from brokers.models import OrderRequest
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from cluster.lease import LEASE_MIGRATIONS
-from cluster.order_leader import OrderLeader, run_leader
-from cluster.orders import ORDER_MIGRATIONS, Answer, OrderIntents, lease_name
+from cluster.order_leader import ORDER_PATH_MIGRATIONS, OrderLeader, run_leader
+from cluster.orders import Answer, OrderIntents, lease_name
 from config.postgres import PostgresDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +48,7 @@ async def sim() -> AsyncIterator[Any]:
 async def orders_db(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
     dsn = await postgres.new_database()
     db = await PostgresDatabase.open(dsn)
-    await db.migrate([LEASE_MIGRATIONS, ORDER_MIGRATIONS])
+    await db.migrate(ORDER_PATH_MIGRATIONS)
     try:
         yield dsn, db
     finally:
@@ -281,7 +280,7 @@ async def test_the_order_path_rides_out_a_postgres_outage(sim: Any) -> None:
     try:
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn, min_size=1, max_size=4)
-        await db.migrate([LEASE_MIGRATIONS, ORDER_MIGRATIONS])
+        await db.migrate(ORDER_PATH_MIGRATIONS)
         leader_db = await PostgresDatabase.open(dsn, min_size=1, max_size=3)
         leader = OrderLeader(leader_db, broker, account=ACCOUNT, member_id="m", ttl_s=TTL_S)
         task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))

@@ -40,9 +40,11 @@ def test_the_unit_verifies_clean_and_rates_2_5_or_better(tmp_path: Path) -> None
     assert float(found.group(1)) <= 2.5, security.stdout[-2000:]
 
 
-@pytest.mark.parametrize(("role", "port"), [("worker", "--port 930%i"), ("front", "--port 941%i")])
+@pytest.mark.parametrize(
+    ("role", "port"), [("worker", "--port 930%i"), ("front", "--port 941%i"), ("leader", "--port 952%i")]
+)
 def test_the_cluster_units_verify_clean_and_rate_2_5_or_better(tmp_path: Path, role: str, port: str) -> None:
-    """deploy/cluster/chartgen-worker@.service and chartgen-front@.service, instantiated as number 1."""
+    """deploy/cluster/chartgen-{worker,front,leader}@.service, instantiated as number 1."""
     analyze = required("systemd-analyze", which("systemd-analyze"), "apt-get install systemd; .ci/run does this")
     chartgen = Path(sys.executable).with_name("chartgen")
     text = (ROOT / "deploy" / "cluster" / f"chartgen-{role}@.service").read_text()
@@ -58,3 +60,12 @@ def test_the_cluster_units_verify_clean_and_rate_2_5_or_better(tmp_path: Path, r
     found = re.search(rf"Overall exposure level for chartgen-{role}@1\.service: ([0-9.]+)", security.stdout)
     assert found, security.stdout[-2000:] + security.stderr
     assert float(found.group(1)) <= 2.5, security.stdout[-2000:]
+
+
+@pytest.mark.parametrize("name", ["worker.toml", "front.toml", "leader.toml"])
+def test_the_cluster_settings_examples_load(name: str) -> None:
+    """deploy/cluster/*.toml are valid settings files (unknown or mistyped keys are refused)."""
+    from config import load_settings
+
+    settings = load_settings({}, ROOT / "deploy" / "cluster" / name)
+    assert settings.cluster_liveness_s >= 3 * settings.cluster_heartbeat_s

@@ -17,8 +17,9 @@ INVOCATIONS: dict[str, tuple[list[str], bytes | None]] = {
     "trading": (["status"], None),
     "cluster": (["status"], None),
     "worker": ([], None),
+    "leader": ([], None),
 }
-KEEPS_NO_DATA_DIR = {"cluster", "worker"}
+KEEPS_NO_DATA_DIR = {"cluster", "worker", "leader"}
 """Subcommands whose state is elsewhere (the cluster's PostgreSQL): --data-dir is refused, wherever it stands."""
 
 

@@ -1,0 +1,108 @@
+"""``place_order`` at a cluster front: record the intent, wait for the order leader's answer.
+
+A front holds no exchange keys and judges no order: it parses the arguments at the tool edge
+(brokers/order_args.py, the single node's checks and messages), records the intent in PostgreSQL
+(cluster/orders.py; a used client order id is refused there), and waits for the answer of the
+account's order leader, which applies the guard rails and the halt switch and sends it
+(cluster/order_leader.py, cluster/leader_admission.py).  The answer has the single node's shape.
+
+Waiting is bounded twice:
+
+- **No leader took it** within ``queue_wait_s``: the front withdraws the intent — one statement
+  that cannot cross the leader's claim — and answers that nothing was sent.  A client never has an
+  order that sits queued and goes out minutes later.
+- **A leader took it** but has not answered within ``answer_wait_s`` (it died mid-send and its
+  successor settles the intent after the exchange's ``recvWindow``): the answer is ``Pending`` with
+  the client order id; the outcome is recorded when settled (never sent twice).
+
+Not on fronts yet: brackets, order lists, and the tools that read orders back (get_orders,
+positions, balances): the cluster does not keep orders' fills in PostgreSQL (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from typing import Any
+
+from brokers.binance_broker import BinanceBroker
+from brokers.models import OrderRejected, OrderRequest, state_name
+from brokers.order_args import OrderInputError
+from brokers.order_checks import OrderRefused
+from brokers.order_lists import check_order_type
+from brokers.service import UNATTENDED_PREFIX
+from cluster.orders import Answer, OrderIntents
+
+NO_BRACKETS = (
+    "bracket is not available on a cluster front yet: place the entry alone, or use a single-node daemon"
+    " (chartgen --serve --trade) for brackets"
+)
+
+
+class FrontOrders:
+    """The front's order placer (``place_order``) for one exchange account's leader."""
+
+    def __init__(
+        self, intents: OrderIntents, account: str, *, queue_wait_s: float = 10.0, answer_wait_s: float = 30.0
+    ) -> None:
+        self.intents = intents
+        self.account = account
+        self.queue_wait_s = queue_wait_s
+        self.answer_wait_s = answer_wait_s
+
+    async def place_parsed(
+        self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
+    ) -> dict[str, Any]:
+        """The place_order tool's operation: raises OrderInputError (refused, nothing sent) or
+        OrderRejected (the exchange refused it); otherwise the single node's answer."""
+        if bracket is not None:
+            raise OrderInputError(NO_BRACKETS)
+        if order.client_order_id.startswith(UNATTENDED_PREFIX):
+            raise OrderInputError(
+                f"client_order_id may not start with {UNATTENDED_PREFIX!r} (reserved for alert actions and "
+                "schedules); choose another or omit it"
+            )
+        check_order_type(BinanceBroker, order.type)  # a cluster leads Binance accounts (FencedSender)
+        req = dataclasses.replace(order, owner=owner)
+        cid = req.client_order_id
+        try:
+            await self.intents.submit(self.account, req)
+        except ValueError as exc:
+            raise OrderRefused(str(exc)) from None
+        answer = await self.intents.wait_answer(cid, self.queue_wait_s)
+        if answer is None:
+            why = (
+                f"order refused: not sent — no order leader of account {self.account!r} took it within"
+                f" {self.queue_wait_s:g} s (chartgen cluster status shows the leader); place it again once one runs"
+            )
+            if await self.intents.withdraw(cid, why):
+                raise OrderRefused(why)
+            answer = await self.intents.wait_answer(cid, self.answer_wait_s)
+        if answer is None:
+            return {
+                "order_id": cid,
+                "status": "Pending",
+                "exchange_status": "UNKNOWN",
+                "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
+                " it is never sent twice",
+            }
+        return _result(answer)
+
+
+def _result(answer: Answer) -> dict[str, Any]:
+    if answer.state == "rejected":
+        text = answer.error or "rejected"
+        if answer.refused:
+            raise OrderRefused(text)
+        raise OrderRejected(text)
+    order = answer.order
+    assert order is not None
+    avg = order.cumulative_quote / order.executed_qty if order.executed_qty > 0 else None
+    return {
+        "order_id": answer.client_order_id,
+        "status": state_name(order.status),
+        "client_order_id": answer.client_order_id,
+        "exchange_status": order.status,
+        "filled_quantity": float(order.executed_qty),
+        "fill_price": None if avg is None else float(avg),
+    }

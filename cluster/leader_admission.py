@@ -1,0 +1,97 @@
+"""The guard rails and the halt switch on the cluster's order path, applied by the order leader.
+
+A cluster front records an order intent without judging it; the account's order leader — the one
+process that sends for the account — admits each intent it claimed, immediately before signing it:
+
+1. steps 1-6 of the single node's guard (:class:`brokers.order_checks.OrderChecks`: allow-list,
+   listing, filters, a reference price from the venue's ticker, the per-order limit), with the
+   single node's messages;
+2. then, in one transaction fenced by the leader's lease: the halt switch (cluster/halt.py, read
+   ``FOR SHARE``) and the daily limit — the values of the account's intents admitted in the last
+   24 hours and not rejected, plus this one — and the intent's value recorded.
+
+Because one leader sends at a time and each admission is fenced, concurrent orders from any number
+of fronts are admitted one after the other and cannot all pass a limit only one fits under.  Every
+step fails closed: a price, a rule or a row that cannot be read refuses the order (nothing sent).
+
+The daily limit counts an order's value at admission for 24 hours, whatever becomes of it after
+(a single node counts a cancelled order's executed part only: the cluster does not follow fills
+yet), so the cluster's count is never below the single node's for the same orders.
+
+:func:`cancel_open_orders` carries out a cancel-open request of the halt switch with the leader's
+broker (brokers/halt_switch.py's procedure; the orders are the exchange's, nothing local records them).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from brokers.halt_switch import CancelOutcome, cancel_open
+from brokers.models import BrokerError, ExchangeOrder, OrderRequest, RateLimitedError
+from brokers.order_args import OrderInputError
+from brokers.order_checks import OrderChecks, daily_limit_refusal
+from brokers.protocol import Broker
+from cluster.halt import ClusterHalted, check_not_halted_in
+from cluster.lease import Lease
+
+USED_SQL = (
+    "SELECT COALESCE(SUM(notional), 0) FROM cluster_order_intents WHERE account = $1 AND notional IS NOT NULL"
+    " AND state <> 'rejected' AND claimed_at > clock_timestamp() - interval '1 day'"
+)
+
+
+class Refused(Exception):
+    """The intent is refused by a guard rail or the halt switch (the message is the answer)."""
+
+
+async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
+    """Steps 1-6; the order's value, or :class:`Refused` with the single node's message."""
+    try:
+        return (await checks.check(req)).notional
+    except OrderInputError as exc:
+        raise Refused(str(exc)) from None
+    except RateLimitedError as exc:
+        raise Refused(f"order refused: the exchange rate-limits the order leader ({exc}); retry later") from None
+    except BrokerError as exc:
+        raise Refused(f"order refused: the exchange's rules or price could not be read ({exc}); retry") from None
+
+
+async def admit(
+    db_conn: asyncpg.Connection, lease: Lease, account: str, req: OrderRequest, notional: Decimal, daily: Decimal | None
+) -> None:
+    """Inside the caller's transaction: fence, halt switch, daily limit, record the value —
+    or :class:`Refused` (nothing recorded); :class:`cluster.lease.LeaseLost` when fenced out."""
+    await lease.fence(db_conn)
+    try:
+        await check_not_halted_in(db_conn, account)
+    except ClusterHalted as exc:
+        raise Refused(str(exc)) from None
+    if daily is not None:
+        used = Decimal(await db_conn.fetchval(USED_SQL, account))
+        if used + notional > daily:
+            raise Refused(str(daily_limit_refusal(notional, used, daily)))
+    await db_conn.execute(
+        "UPDATE cluster_order_intents SET notional = $2 WHERE client_order_id = $1 AND sender_token = $3"
+        " AND state = 'sending'",
+        req.client_order_id,
+        notional,
+        lease.token,
+    )
+
+
+class _ExchangeOnly:
+    """cancel_open's target when no local store records the cancelled orders."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def on_update(self, update: ExchangeOrder) -> Any:
+        return None
+
+
+async def cancel_open_orders(broker: Broker) -> CancelOutcome:
+    """Cancel every open order list and order of the account (brokers/halt_switch.py)."""
+    return await cancel_open(_ExchangeOnly(broker))

@@ -1,0 +1,254 @@
+"""``chartgen leader``: a candidate order leader of the cluster's exchange account (docs/cluster.md).
+
+Run two or more (on different hosts): one holds the lease ``orders/<cluster_account>`` and sends the
+orders that fronts record; the others stand by and take over within about ``cluster_leader_ttl_s``
+when it dies (cluster/orders.py says why no order is ever sent twice).  The leader applies the guard
+rails (``trading_max_order_notional``, ``trading_max_daily_notional``, ``trading_allowed_symbols``)
+and the cluster's halt switch to each order before sending it (cluster/leader_admission.py), and
+carries out the halt switch's cancel-open requests.
+
+It reads the daemon's settings: ``postgres_dsn`` (required), the Binance keys (required: a cluster
+leads Binance accounts, whose signed requests expire after ``recvWindow`` — what fences a paused
+ex-leader; paper and ccxt accounts cannot be led safely and are refused), ``binance_rest_url``
+(mainnet needs ``--live``, as on a single node; ``--testnet`` uses the spot testnet).  No local
+state (``--data-dir`` is refused).  Status: ``--port N`` serves ``/healthz``, ``/readyz`` and
+``/metrics`` on loopback; the membership (role ``leader``) and the lease show in ``chartgen
+cluster status``.  SIGTERM gives the lease up at once, so a standby takes over without waiting
+out the TTL.  systemd: ``Type=notify``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from brokers.binance_broker import BinanceBroker
+from brokers.order_checks import SafetyLimits
+from cluster.membership import Membership, new_member_id
+from cluster.order_leader import OrderLeader, run_leader
+from config import ConfigFileError, Settings, load_settings
+from config.migrations import DatabaseError
+from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
+from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
+from daemon.http_server import BindError, serving
+from daemon.logging import configure_logging
+from daemon.metrics import CONTENT_TYPE
+from daemon.scheduler import DaemonScheduler
+from daemon.sd_notify import Notifier
+from daemon.services import testnet_endpoints
+from daemon.supervisor import Supervisor
+
+log = structlog.get_logger(__name__)
+
+TIME_SYNC_EVERY_S = 300.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="chartgen leader", description="A candidate order leader of the cluster's exchange account."
+    )
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
+    p.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on 127.0.0.1:PORT (default: no HTTP)")
+    p.add_argument("--testnet", action="store_true", help="Binance spot testnet endpoints")
+    p.add_argument("--live", action="store_true", help="allow orders on Binance mainnet")
+    return p
+
+
+def leader_problem(settings: Settings) -> str | None:
+    """Why these settings cannot lead an account (None: they can)."""
+    if settings.cluster_dsn() is None:
+        return f"{NO_CLUSTER_DSN}, or pass --postgres-dsn"
+    if settings.broker in ("paper", "ccxt"):
+        return (
+            f"broker={settings.broker} cannot be led from a cluster: the order leader sends to Binance, whose"
+            " signed requests expire after recvWindow (what keeps a paused ex-leader from sending); use broker"
+            " = binance or auto"
+        )
+    if settings.binance_keys() is None:
+        return "the order leader needs BINANCE_API_KEY and BINANCE_API_SECRET (or the systemd credentials)"
+    if "api.binance.com" in settings.binance_rest_url and not settings.live:
+        return "orders on Binance mainnet need --live; use --testnet for the spot testnet"
+    return None
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if ns.data_dir is not None:
+        print(
+            "chartgen leader: error: --data-dir does not apply: a leader keeps its state in the cluster's"
+            " PostgreSQL (postgres_dsn); drop --data-dir",
+            file=sys.stderr,
+        )
+        return 2
+    overrides: dict[str, Any] = {"postgres_dsn": ns.postgres_dsn} if ns.postgres_dsn else {}
+    overrides |= {k: True for k in ("testnet", "live") if getattr(ns, k)}
+    try:
+        settings = testnet_endpoints(load_settings(overrides, ns.config))
+    except (ValidationError, ConfigFileError) as exc:
+        from daemon.cli import settings_problems
+
+        print(f"chartgen leader: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
+        return 2
+    problem = leader_problem(settings)
+    if problem is not None:
+        print(f"chartgen leader: error: {problem}", file=sys.stderr)
+        return 2
+    if ns.port is not None and not 0 <= ns.port <= 65535:
+        print(f"chartgen leader: error: --port must be 0-65535, got {ns.port}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(run_leader_role(settings, http_port=ns.port))
+    except (DatabaseError, BindError) as exc:
+        print(f"chartgen leader: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+class LeaderRole:
+    """One candidate: its OrderLeader, membership heartbeat and status."""
+
+    def __init__(self, leader: OrderLeader, membership: Membership) -> None:
+        self.leader = leader
+        self.membership = membership
+        self.degraded: str | None = None
+
+    async def heartbeat(self) -> None:
+        try:
+            await self.membership.heartbeat(self.leader.member_id, "leader")
+        except (StorageUnavailable, *UNREACHABLE) as exc:
+            self.degraded = f"PostgreSQL unreachable: {exc!r}"
+            return
+        self.degraded = None
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        reasons = [r for r in (self.degraded, self.leader.degraded) if r]
+        return not reasons, [f"order leader degraded: {r}" for r in reasons]
+
+    def status(self) -> dict[str, Any]:
+        lease = self.leader.lease
+        return {
+            "role": "leader",
+            "member": self.leader.member_id,
+            "account": self.leader.account,
+            "leading": self.leader.leading,
+            "token": lease.token if lease is not None else None,
+            "orders_sent": self.leader.sent,
+            "orders_refused": self.leader.refused,
+            "answers_unrecorded": len(self.leader.unrecorded),
+        }
+
+
+async def run_leader_role(settings: Settings, *, http_port: int | None = None) -> None:
+    dsn = settings.cluster_dsn()
+    keys = settings.binance_keys()
+    assert dsn is not None and keys is not None
+    ttl = settings.cluster_leader_ttl_s
+    db = await PostgresDatabase.open(dsn, min_size=1, max_size=4, idle_in_transaction_timeout_s=ttl / 2)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    notifier = Notifier()
+    broker = BinanceBroker(
+        api_key=keys[0], api_secret=keys[1], rest_url=settings.binance_rest_url, timeout_s=settings.http_timeout_s
+    )
+    try:
+        await db.migrate(CLUSTER_MIGRATIONS)
+        try:
+            await broker.sync_time()
+        except Exception as exc:  # noqa: BLE001 — the exchange away at start: the scheduled sync tries again
+            log.warning("binance_time_sync_failed", error=repr(exc))
+        limits = SafetyLimits(
+            max_order_notional=settings.trading_max_order_notional,
+            max_daily_notional=settings.trading_max_daily_notional,
+            allowed_symbols=frozenset(settings.trading_allowed_symbols),
+        )
+        leader = OrderLeader(
+            db, broker, account=settings.cluster_account, member_id=new_member_id("leader"), ttl_s=ttl, limits=limits
+        )
+        role = LeaderRole(leader, Membership(db, settings.cluster_liveness_s))
+        scheduler = DaemonScheduler()
+        scheduler.every("leader-heartbeat", settings.cluster_heartbeat_s, role.heartbeat)
+        scheduler.every("binance-time-sync", TIME_SYNC_EVERY_S, _time_sync(broker))  # failures: logged by the scheduler
+        async with Supervisor() as supervisor, scheduler.running(), contextlib.AsyncExitStack() as http:
+            supervisor.start("order-leader", lambda: run_leader(leader, stop, idle_s=ttl / 6))
+            url = None
+            if http_port is not None:
+                url = await http.enter_async_context(serving(leader_app(role), "127.0.0.1", http_port))
+            await role.heartbeat()
+            log.info("leader_started", member=leader.member_id, account=leader.account, http=url)
+            notifier.ready(f"order leader candidate {leader.member_id} for {leader.account}")
+            try:
+                await stop.wait()
+                notifier.stopping()
+            finally:
+                with contextlib.suppress(Exception):
+                    await role.membership.leave(leader.member_id)
+        log.info("leader_stopped", member=leader.member_id, sent=leader.sent, refused=leader.refused)
+    finally:
+        notifier.close()
+        await broker.close()
+        await db.close()
+
+
+def _time_sync(broker: BinanceBroker):  # type: ignore[no-untyped-def]
+    async def run() -> None:  # the exchange away: the job fails, the last offset stays
+        await broker.sync_time()
+
+    return run
+
+
+class _LeaderCollector(Collector):
+    def __init__(self, role: LeaderRole) -> None:
+        self.role = role
+
+    def collect(self) -> Iterator[Metric]:
+        leader = self.role.leader
+        yield GaugeMetricFamily(
+            "chartgen_leader_leading", "1 while this candidate holds the order lease", int(leader.leading)
+        )
+        yield GaugeMetricFamily(
+            "chartgen_leader_degraded", "1 while PostgreSQL does not answer", int(not self.role.readiness()[0])
+        )
+        yield CounterMetricFamily("chartgen_leader_orders_sent", "orders this process sent", leader.sent)
+        yield CounterMetricFamily("chartgen_leader_orders_refused", "orders the guard rails refused", leader.refused)
+
+
+def leader_app(role: LeaderRole) -> Starlette:
+    registry = CollectorRegistry()
+    registry.register(_LeaderCollector(role))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "member": role.leader.member_id})
+
+    async def readyz(request: Request) -> Response:
+        ready, reasons = role.readiness()
+        body = {"status": "ready" if ready else "not_ready", "reasons": reasons, **role.status()}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+
+    return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)])
