@@ -73,6 +73,7 @@ class AlertService:
         max_alerts_per_principal: int = 10_000,
         channels: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.time,
+        no_executor: str = "action needs the order path: run the daemon with --trade",
     ) -> None:
         self.store = store
         self.evaluator = evaluator
@@ -81,6 +82,8 @@ class AlertService:
         self._check_symbol = check_symbol
         self.executor = executor
         """The order path that validates alert actions (None: actions are refused — no --trade)."""
+        self.no_executor = no_executor
+        """The refusal of an action when there is no executor (a cluster front says why it has none)."""
         self.max_alerts = max_alerts_per_principal
         self.channels = channels
         """Names of the configured notification channels a principal may route to."""
@@ -121,7 +124,7 @@ class AlertService:
         warnings: list[str] = []
         if spec.order is not None:
             if self.executor is None:
-                raise AlertInputError("action needs the order path: run the daemon with --trade")
+                raise AlertInputError(self.no_executor)
             try:
                 normalised, warnings = await self.executor.validate(principal, spec.order)
             except ValueError as exc:

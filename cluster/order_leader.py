@@ -98,8 +98,8 @@ class OrderLeader:
         return self.lease is not None and self.lease.may_act()
 
     async def step(self) -> int:
-        """Hold or seek the lease, settle inherited intents when due, send queued ones; returns how
-        many requests went to the exchange this round."""
+        """Hold or seek the lease, settle inherited intents when due, admit and send queued ones;
+        returns how many queued intents this round handled (sent or refused: more may be queued)."""
         if not await self._hold():
             return 0
         await self._record_kept()
@@ -161,16 +161,17 @@ class OrderLeader:
                 self.batch,
                 lease.token,
             )
-        sent = 0
+        handled = 0
         for row in sorted(rows, key=lambda r: r["created_at"]):
             req = REQUEST_JSON.validate_json(row["request"])
             if not await self._admitted(req, lease):
+                handled += 1  # answered with the refusal
                 continue
             stamp = self.broker.exchange_time_ms()
             if not lease.may_act():  # the request would leave after our lease may have ended: leave it
-                log.warning("order_leader_stopped_sending", account=self.account, left=len(rows) - sent)
+                log.warning("order_leader_stopped_sending", account=self.account, left=len(rows) - handled)
                 break
-            sent += 1
+            handled += 1
             self.sent += 1
             try:
                 order = await self.broker.place_signed_at(req, stamp)
@@ -180,8 +181,12 @@ class OrderLeader:
             except (OrderRejected, BrokerError) as exc:
                 await self._record(req.client_order_id, lease.token, "rejected", {"error": str(exc)})
                 continue
+            except Exception as exc:  # whatever failed, the request may have left: settle by asking
+                log.exception("order_send_failed", client_order_id=req.client_order_id)
+                await self._record(req.client_order_id, lease.token, "unknown", {"error": repr(exc)})
+                continue
             await self._record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
-        return sent
+        return handled
 
     async def _admitted(self, req: OrderRequest, lease: Lease) -> bool:
         """The guard rails and the halt switch (cluster/leader_admission.py); a refusal is answered."""
@@ -198,6 +203,13 @@ class OrderLeader:
         except (*UNREACHABLE, asyncpg.PostgresError) as exc:  # the halt switch and the limit were not read
             log.warning("order_admission_failed", client_order_id=req.client_order_id, error=repr(exc))
             why = "not sent: the halt switch and the daily limit could not be read (PostgreSQL unreachable); retry"
+            await self._record(req.client_order_id, lease.token, "rejected", {"error": why, "refused": True})
+            return False
+        except LeaseLost:
+            raise  # fenced out: the next leader settles this intent (it was not sent)
+        except Exception as exc:  # fail closed: an order that could not be judged is not sent
+            log.exception("order_admission_failed", client_order_id=req.client_order_id)
+            why = f"order refused: it could not be checked ({type(exc).__name__}); nothing was sent"
             await self._record(req.client_order_id, lease.token, "rejected", {"error": why, "refused": True})
             return False
         return True
@@ -293,17 +305,17 @@ async def run_leader(leader: OrderLeader, stop: asyncio.Event, *, idle_s: float 
             woken.clear()
             await listener.ensure()  # (re)connects after PostgreSQL was away; the round below re-reads
             try:
-                sent = await leader.step()
+                handled = await leader.step()
                 leader.degraded = None
             except LeaseLost as exc:  # fenced out mid-round: seek the lease again next round
                 log.warning("order_leader_fenced_out", error=str(exc))
                 leader.lease = None
-                sent = 0
+                handled = 0
             except (*UNREACHABLE, asyncpg.PostgresError) as exc:
                 leader.degraded = f"{type(exc).__name__}: {exc}"
                 log.warning("order_leader_round_failed", error=leader.degraded)
-                sent = 0
-            if sent:
+                handled = 0
+            if handled:
                 continue  # more may be queued
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(woken, stop), idle_s)

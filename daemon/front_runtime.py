@@ -74,6 +74,10 @@ NOT_ON_FRONT = (
     " single orders (place_order) and halts trading (halt_trading); see docs/cluster.md."
 )
 
+NO_ACTIONS_ON_FRONT = (
+    "action is not available on a cluster front yet: set the alert without it and place the order with"
+    " place_order when it fires, or use a single-node daemon (chartgen --serve --trade) for alert actions"
+)
 
 STATUS_REFRESH_S = 15.0
 """How often a front counts the cluster's armed alerts (a full count of the alerts table: not every
@@ -166,6 +170,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             default_interval=engine_default_interval(settings),
             check_symbol=SymbolDirectory(rest).check,
             max_alerts_per_principal=settings.alerts_max_per_client,
+            no_executor=NO_ACTIONS_ON_FRONT,
         )
         relay = PushRelay(store, hub)
         front = Front(

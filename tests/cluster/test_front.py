@@ -165,6 +165,11 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
 
             refused = await call_error(at_a, "get_orders", {})
             assert "Not available on a cluster front" in refused
+            action = {"place_order": {"side": "buy", "type": "market", "quantity": 1}}
+            refused = await call_error(
+                at_a, "set_alert", {"symbol": symbol, "condition": {"price_above": level}, "action": action}
+            )
+            assert "action is not available on a cluster front yet" in refused
             subs = await call(at_b, "list_subscriptions")
             assert subs["subscribed"] is True
 

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -26,13 +25,11 @@ from mcp import Client
 
 from brokers.halt import HALTED_MESSAGE
 from brokers.simulator.accounts import FEE
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from cluster.lease import Leases
 from cluster.orders import lease_name
 from config.postgres import PostgresDatabase
 from tests.cluster.test_front import call, call_error, token_command
-from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_daemon
-from tests.support.secret_scan import daemon_log_file
+from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader
 from tests.support.workers import pid_of, real_clock_simulator, until
 
 pytestmark = pytest.mark.slow
@@ -50,29 +47,6 @@ async def sim() -> AsyncIterator[Any]:
         yield running
 
 
-async def start_leader(env: dict[str, str]) -> asyncio.subprocess.Process:
-    log = daemon_log_file()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "daemon",
-        "leader",
-        env=clean_env(env),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-    )
-    log.close()
-    return proc
-
-
-async def holder(db: PostgresDatabase) -> str | None:
-    for lease in await Leases(db).all():
-        if lease.name == lease_name(ACCOUNT) and lease.expires_in_s > 0:
-            return lease.holder
-    return None
-
-
 async def place(client: Client, cid: str, qty: Decimal, **extra: Any) -> tuple[str, dict[str, Any] | str]:
     args = {"symbol": SYMBOL, "side": "buy", "type": "market", "quantity": float(qty), "client_order_id": cid, **extra}
     result = await client.call_tool("place_order", args)
@@ -87,23 +61,20 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
     code, token, err = await token_command(dsn, "create", "trader", "--scope", "charts,alerts,trade")
     assert code == 0, err
     token = token.strip()
-    env = {
-        "CHARTGEN_POSTGRES_DSN": dsn,
-        "CHARTGEN_BINANCE_REST_URL": sim.url,
-        "CHARTGEN_CLUSTER_HEARTBEAT_S": "0.5",
-        "CHARTGEN_CLUSTER_LIVENESS_S": "2",
-        "CHARTGEN_TRADING_MAX_DAILY_NOTIONAL": "1000000",
-        "BINANCE_API_KEY": DEFAULT_API_KEY,
-        "BINANCE_API_SECRET": DEFAULT_API_SECRET,
-        "CHARTGEN_LOG_FORMAT": "json",
-    }
+    env = leader_env(
+        dsn,
+        sim.url,
+        CHARTGEN_CLUSTER_HEARTBEAT_S="0.5",
+        CHARTGEN_CLUSTER_LIVENESS_S="2",
+        CHARTGEN_TRADING_MAX_DAILY_NOTIONAL="1000000",
+    )
     leaders = [await start_leader(env) for _ in range(2)]
     fronts: list[DaemonProc] = []
     try:
         for _ in range(2):
             fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
         await asyncio.gather(*(f.wait_ready() for f in fronts))
-        first = await until(lambda: holder(db), 60)
+        first = await until(lambda: lease_holder(db), 60)
         price = Decimal(str(dict(sim.exchange.start_prices())[SYMBOL]))
         qty = (Decimal(20) / price).quantize(Decimal("0.00001"), rounding=ROUND_UP)  # ~20 USDT each
         usdt0, btc0 = sim.exchange.account.free["USDT"], sim.exchange.account.free.get("BTC", Decimal(0))
@@ -128,7 +99,7 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
             await asyncio.gather(*(one(i) for i in range(ORDERS)))
             await killer
             assert killed_at is not None
-            second = await until(lambda: _other_holder(db, first), TAKEOVER_LIMIT_S)
+            second = await until(lambda: other_holder(db, first), TAKEOVER_LIMIT_S)
             assert second != first
             acquired = await db.fetchval(
                 "SELECT extract(epoch FROM acquired_at) FROM cluster_leases WHERE name = $1", lease_name(ACCOUNT)
@@ -175,8 +146,3 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
 
 async def _at_least(answered: list[Any], n: int) -> bool:
     return len(answered) >= n
-
-
-async def _other_holder(db: PostgresDatabase, old: str) -> str | None:
-    now = await holder(db)
-    return now if now is not None and now != old else None

@@ -197,3 +197,14 @@ async def test_an_exchange_rejection_is_answered_as_the_single_node_does(path: P
     assert "NOPEUSDT is not a tradable symbol" in await refusal(path, order("NOPEUSDT"))
     with pytest.raises(OrderRejected, match="insufficient balance"):
         await path.front.place_parsed(order(quote_quantity=Decimal(20000)), None, owner="alice")
+
+
+async def test_an_order_that_cannot_be_judged_is_refused_and_not_sent(path: Path, sim: Any) -> None:
+    leader = await path.start_leader()
+
+    async def broken(symbol: str) -> None:
+        raise RuntimeError("boom")
+
+    leader.checks._rules = broken  # an unexpected failure inside the checks
+    assert "could not be checked (RuntimeError); nothing was sent" in await refusal(path, order())
+    assert not exchange_orders(sim)

@@ -9,7 +9,9 @@
 - a front (``chartgen --serve --cluster``) reports itself degraded, answers 503 "Token store
   unavailable" rather than accepting or refusing a token it cannot check, and is ready again by
   itself; a notification stream opened at it before the outage receives the frames of the alerts
-  fired once PostgreSQL is back (their ``NOTIFY`` may come before or after its listener is back).
+  fired once PostgreSQL is back (their ``NOTIFY`` may come before or after its listener is back);
+- an order leader (``chartgen leader``) reports itself degraded and is ready again by itself; a
+  ``place_order`` through the front after the outage is sent once.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from daemon.cluster_command import CLUSTER_MIGRATIONS
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import DaemonProc, start_daemon
+from tests.support.leaders import leader_env, lease_holder, start_leader
+from tests.support.nginx import free_port
 from tests.support.workers import Workers, owners, real_clock_simulator, until
 
 SYMBOLS = [f"X{n:02d}USDT" for n in range(6)]
@@ -66,6 +70,7 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
     workers: Workers | None = None
     db: PostgresDatabase | None = None
     front: DaemonProc | None = None
+    leader: asyncio.subprocess.Process | None = None
     try:
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
@@ -97,6 +102,10 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         }
         front = await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env)
         await front.wait_ready()
+        leader_port = free_port()
+        leader_url = f"http://127.0.0.1:{leader_port}"
+        leader = await start_leader(leader_env(dsn, sim.url, CHARTGEN_CLUSTER_HEARTBEAT_S="0.5"), port=leader_port)
+        await until(lambda: lease_holder(db), DEADLINE_S)  # type: ignore[arg-type]
         workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0)
         await workers.start(http=True)
         await workers.start(http=True)
@@ -109,6 +118,7 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         ):
             assert stream.status == 200
             assert [(await _ready(http, u))[0] for u in urls] == [200, 200]
+            await until(lambda: _is_ready(http, leader_url), DEADLINE_S)
 
             await asyncio.to_thread(server.stop)
             # both notice: /readyz names PostgreSQL
@@ -117,6 +127,8 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
                 assert status == 503 and "PostgreSQL unreachable" in body["reasons"][0]
             status, body = await until(lambda: _front_degraded(http, front), DEADLINE_S)  # type: ignore[arg-type]
             assert "PostgreSQL unreachable" in body["reasons"][0]
+            status, body = await until(lambda: _front_degraded(http, leader_url), DEADLINE_S)
+            assert "order leader degraded" in body["reasons"][0]
             call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_alerts"}}
             async with http.post(front.mcp_url, json=call, headers=bearer) as r:
                 assert r.status == 503 and "Token store unavailable" in (await r.json())["error"]["message"]
@@ -129,9 +141,27 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             await asyncio.sleep(OUTAGE_S)  # the outage's length is the scenario, not a synchronisation
 
             await asyncio.to_thread(server.start)
-            for url in [*urls, front.base]:
+            for url in [*urls, front.base, leader_url]:
                 await until(lambda url=url: _is_ready(http, url), DEADLINE_S)
             pushed = {(await next_alert_frame(stream))[1] for _ in range(2)}
+            order = {
+                "symbol": SYMBOLS[1],  # about 2,400 USDT a unit (the seeded start price)
+                "side": "buy",
+                "type": "market",
+                "quantity": 0.01,
+                "client_order_id": "after-1",
+            }
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "place_order", "arguments": order},
+            }
+            async with http.post(front.mcp_url, json=call, headers=bearer) as r:
+                result = (await r.json())["result"]
+            assert not result.get("isError"), result
+            assert json.loads(result["content"][0]["text"])["status"] == "Filled"
+            assert [o.client_order_id for o in sim.exchange.account.orders.values()] == ["after-1"]
         fired = {r["alert_id"] for r in await db.fetch("SELECT alert_id FROM alert_events WHERE outcome = 'fired'")}
         expected = {a.id for a in alerts if a.symbol in SYMBOLS[:2] and a.threshold <= base[a.symbol] * 1.03}  # type: ignore[operator]
         assert fired == expected
@@ -147,6 +177,9 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         failing = sys.exc_info()[0] is not None
         if front is not None:
             await front.stop()
+        if leader is not None and leader.returncode is None:
+            leader.terminate()
+            await asyncio.wait_for(leader.wait(), 30)
         if workers is not None:
             await workers.close()
         if db is not None:
@@ -163,8 +196,10 @@ async def _degraded(http: aiohttp.ClientSession, url: str) -> tuple[int, dict[st
     return (status, body) if body.get("degraded") else None
 
 
-async def _front_degraded(http: aiohttp.ClientSession, front: DaemonProc) -> tuple[int, dict[str, Any]] | None:
-    async with http.get(f"{front.base}/readyz") as r:
+async def _front_degraded(http: aiohttp.ClientSession, front: DaemonProc | str) -> tuple[int, dict[str, Any]] | None:
+    """A front's (or a leader's, by URL) /readyz once it names PostgreSQL."""
+    base = front if isinstance(front, str) else front.base
+    async with http.get(f"{base}/readyz") as r:
         body = await r.json()
     degraded = r.status == 503 and any("PostgreSQL unreachable" in reason for reason in body["reasons"])
     return (r.status, body) if degraded else None  # not "push listener not connected": the heartbeat's verdict
