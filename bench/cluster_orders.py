@@ -65,7 +65,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
     from tests.support.daemon_proc import DaemonProc, start_daemon
-    from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader
+    from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
     from tests.support.postgres import postgres_server
     from tests.support.secret_scan import daemon_log_file
     from tests.support.workers import pid_of, until
@@ -198,10 +198,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             for front in fronts:
                 await front.stop()
-            for proc in leaders:
-                if proc.returncode is None:
-                    proc.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(proc.wait(), 30)
+            await stop_leaders(leaders)
             log.close()
             await http.close()
             await db.close()

@@ -84,6 +84,13 @@ class HaltState:
         """A cancel-open request the daemon has not carried out yet."""
         return self.cancel_seq > self.cancel_done_seq
 
+    def note(self) -> str | None:
+        """The one-line halt note of the status surfaces, or None when trading runs."""
+        if not self.halted:
+            return None
+        since = _iso(self.since)
+        return f"HALTED by operator: {self.reason or 'no reason given'} (since {since}, by {self.by or '?'})"
+
     def public(self) -> dict[str, Any]:
         """What status surfaces and the tool show (GET /status, ``halt_trading``)."""
         return {

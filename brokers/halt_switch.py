@@ -194,11 +194,7 @@ class HaltSwitch:
 
     def note(self) -> str | None:
         """The one-line halt note of the status surfaces, or None when trading runs."""
-        st = self.state
-        if not st.halted:
-            return None
-        since = st.public()["since"]
-        return f"HALTED by operator: {st.reason or 'no reason given'} (since {since}, by {st.by or '?'})"
+        return self.state.note()
 
     async def _write(self, line: str) -> None:
         if self._audit is not None:

@@ -126,10 +126,7 @@ class ClusterHalt:
         return self.state.halted
 
     def note(self) -> str | None:
-        st = self.state
-        if not st.halted:
-            return None
-        return f"HALTED by operator: {st.reason or 'no reason given'} (since {st.public()['since']}, by {st.by or '?'})"
+        return self.state.note()
 
     def _on_change(self, payload: str) -> None:
         if payload == self.account:

@@ -20,19 +20,14 @@ out the TTL.  systemd: ``Type=notify``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import signal
-import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,13 +37,12 @@ from brokers.binance_broker import BinanceBroker
 from brokers.order_checks import SafetyLimits
 from cluster.membership import Membership, new_member_id
 from cluster.order_leader import OrderLeader, run_leader
-from config import ConfigFileError, Settings, load_settings
-from config.migrations import DatabaseError
+from config import Settings
 from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
-from daemon.http_server import BindError, serving
-from daemon.logging import configure_logging
+from daemon.http_server import serving
 from daemon.metrics import CONTENT_TYPE
+from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
 from daemon.services import testnet_endpoints
@@ -60,13 +54,7 @@ TIME_SYNC_EVERY_S = 300.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="chartgen leader", description="A candidate order leader of the cluster's exchange account."
-    )
-    p.add_argument("--config", type=Path, help="TOML settings file")
-    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
-    p.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on 127.0.0.1:PORT (default: no HTTP)")
+    p = role_parser("chartgen leader", "A candidate order leader of the cluster's exchange account.")
     p.add_argument("--testnet", action="store_true", help="Binance spot testnet endpoints")
     p.add_argument("--live", action="store_true", help="allow orders on Binance mainnet")
     return p
@@ -91,38 +79,15 @@ def leader_problem(settings: Settings) -> str | None:
 
 def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
-    if ns.data_dir is not None:
-        print(
-            "chartgen leader: error: --data-dir does not apply: a leader keeps its state in the cluster's"
-            " PostgreSQL (postgres_dsn); drop --data-dir",
-            file=sys.stderr,
-        )
-        return 2
-    overrides: dict[str, Any] = {"postgres_dsn": ns.postgres_dsn} if ns.postgres_dsn else {}
-    overrides |= {k: True for k in ("testnet", "live") if getattr(ns, k)}
-    try:
-        settings = testnet_endpoints(load_settings(overrides, ns.config))
-    except (ValidationError, ConfigFileError) as exc:
-        from daemon.cli import settings_problems
-
-        print(f"chartgen leader: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
-        return 2
-    problem = leader_problem(settings)
-    if problem is not None:
-        print(f"chartgen leader: error: {problem}", file=sys.stderr)
-        return 2
-    if ns.port is not None and not 0 <= ns.port <= 65535:
-        print(f"chartgen leader: error: --port must be 0-65535, got {ns.port}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(run_leader_role(settings, http_port=ns.port))
-    except (DatabaseError, BindError) as exc:
-        print(f"chartgen leader: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return run_role(
+        "chartgen leader",
+        "a leader",
+        ns,
+        lambda settings, port: run_leader_role(settings, http_port=port),
+        problem=leader_problem,
+        overrides={k: True for k in ("testnet", "live") if getattr(ns, k)},
+        adjust=testnet_endpoints,
+    )
 
 
 class LeaderRole:
@@ -165,11 +130,7 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
     assert dsn is not None and keys is not None
     ttl = settings.cluster_leader_ttl_s
     db = await PostgresDatabase.open(dsn, min_size=1, max_size=4, idle_in_transaction_timeout_s=ttl / 2)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_event()
     notifier = Notifier()
     broker = BinanceBroker(
         api_key=keys[0], api_secret=keys[1], rest_url=settings.binance_rest_url, timeout_s=settings.http_timeout_s

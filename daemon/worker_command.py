@@ -17,15 +17,10 @@ and their lag).  systemd: ``Type=notify`` (READY once the first heartbeat was tr
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import signal
-import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import structlog
-from pydantic import ValidationError
 
 from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
@@ -33,13 +28,12 @@ from alerts.store import QueueLimits
 from alerts.worker_evaluator import WorkerEvaluator
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment, Membership, new_member_id
-from config import ConfigFileError, Settings, load_settings
-from config.migrations import DatabaseError
+from config import Settings
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
-from daemon.http_server import BindError, serving
-from daemon.logging import configure_logging
+from daemon.http_server import serving
+from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
 from daemon.supervisor import Supervisor
@@ -53,60 +47,27 @@ STATUS_EVERY_S = 60.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="chartgen worker",
-        description="A cluster worker: the engine and the alert evaluation for its share of the markets.",
+    return role_parser(
+        "chartgen worker", "A cluster worker: the engine and the alert evaluation for its share of the markets."
     )
-    p.add_argument("--config", type=Path, help="TOML settings file")
-    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--postgres-dsn", help="the cluster's PostgreSQL (default: the postgres_dsn setting)")
-    p.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on 127.0.0.1:PORT (default: no HTTP)")
-    return p
+
+
+def _problem(settings: Settings) -> str | None:
+    return f"{NO_CLUSTER_DSN}, or pass --postgres-dsn" if settings.cluster_dsn() is None else None
 
 
 def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
-    if ns.data_dir is not None:
-        print(
-            "chartgen worker: error: --data-dir does not apply: a worker keeps its state in the cluster's"
-            " PostgreSQL (postgres_dsn); drop --data-dir",
-            file=sys.stderr,
-        )
-        return 2
-    overrides = {"postgres_dsn": ns.postgres_dsn} if ns.postgres_dsn else {}
-    try:
-        settings = load_settings(overrides, ns.config)
-    except (ValidationError, ConfigFileError) as exc:
-        from daemon.cli import settings_problems
-
-        print(f"chartgen worker: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
-        return 2
-    if settings.cluster_dsn() is None:
-        print(f"chartgen worker: error: {NO_CLUSTER_DSN}, or pass --postgres-dsn", file=sys.stderr)
-        return 2
-    if ns.port is not None and not 0 <= ns.port <= 65535:
-        print(f"chartgen worker: error: --port must be 0-65535, got {ns.port}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level, settings.log_format)
-    try:
-        asyncio.run(run_worker(settings, http_port=ns.port))
-    except (DatabaseError, BindError) as exc:
-        print(f"chartgen worker: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return run_role(
+        "chartgen worker", "a worker", ns, lambda settings, port: run_worker(settings, http_port=port), problem=_problem
+    )
 
 
 async def run_worker(settings: Settings, *, http_port: int | None = None) -> None:
     dsn = settings.cluster_dsn()
     assert dsn is not None
     db = await PostgresDatabase.open(dsn, min_size=2, max_size=8)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_event()
     notifier = Notifier()
     try:
         await db.migrate(CLUSTER_MIGRATIONS)

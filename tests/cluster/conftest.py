@@ -1,6 +1,7 @@
 """Migrated PostgreSQL databases for the cluster tests (the session's server: tests/conftest.py):
 the lease and membership tables (``cluster_dsn``, ``cluster_db``), or the whole cluster schema
-(``cluster``: the DSN and an open pool)."""
+(``cluster``: the DSN and an open pool); and ``sim``, the exchange simulator on the real clock with
+its default symbols (modules that need other symbols define their own ``sim``)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,15 @@ async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
         yield dsn, db
     finally:
         await db.close()
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Any]:
+    """The simulator on the real clock: it refuses a signed request older than its recvWindow."""
+    from brokers.simulator.app import start_simulator
+
+    running = await start_simulator(host="127.0.0.1", port=0, clock="real")
+    try:
+        yield running
+    finally:
+        await running.close()

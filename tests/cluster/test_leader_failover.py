@@ -29,7 +29,7 @@ from cluster.orders import lease_name
 from config.postgres import PostgresDatabase
 from tests.cluster.test_front import call, call_error, token_command
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
-from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader
+from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
 from tests.support.workers import pid_of, real_clock_simulator, until
 
 pytestmark = pytest.mark.slow
@@ -138,10 +138,7 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
     finally:
         for front in fronts:
             await front.stop()
-        for proc in leaders:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
+        await stop_leaders(leaders)
 
 
 async def _at_least(answered: list[Any], n: int) -> bool:

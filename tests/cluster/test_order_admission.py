@@ -29,17 +29,6 @@ from tests.cluster.test_order_leader import _broker, exchange_orders
 ACCOUNT = "sim"
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[Any]:
-    from brokers.simulator.app import start_simulator
-
-    running = await start_simulator(host="127.0.0.1", port=0, clock="real")
-    try:
-        yield running
-    finally:
-        await running.close()
-
-
 class Path:
     """A front's order placer and halt switch, and (when started) one leader, on one database."""
 

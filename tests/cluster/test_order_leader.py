@@ -33,18 +33,6 @@ RECV_WINDOW_S = 2.0
 
 
 @pytest.fixture
-async def sim() -> AsyncIterator[Any]:
-    """The simulator on the real clock: it refuses a signed request older than its recvWindow."""
-    from brokers.simulator.app import start_simulator
-
-    running = await start_simulator(host="127.0.0.1", port=0, clock="real")
-    try:
-        yield running
-    finally:
-        await running.close()
-
-
-@pytest.fixture
 async def orders_db(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
     dsn = await postgres.new_database()
     db = await PostgresDatabase.open(dsn)

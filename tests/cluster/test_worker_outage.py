@@ -35,7 +35,7 @@ from daemon.cluster_command import CLUSTER_MIGRATIONS
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.leaders import leader_env, lease_holder, start_leader
+from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nginx import free_port
 from tests.support.workers import Workers, owners, real_clock_simulator, until
 
@@ -177,9 +177,8 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         failing = sys.exc_info()[0] is not None
         if front is not None:
             await front.stop()
-        if leader is not None and leader.returncode is None:
-            leader.terminate()
-            await asyncio.wait_for(leader.wait(), 30)
+        if leader is not None:
+            await stop_leaders([leader])
         if workers is not None:
             await workers.close()
         if db is not None:

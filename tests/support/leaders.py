@@ -4,6 +4,7 @@ and find who holds an account's order lease."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from typing import Any
 
@@ -52,3 +53,11 @@ async def other_holder(db: PostgresDatabase, old: str, account: str = "main") ->
     """The holder once it is no longer ``old``."""
     now = await lease_holder(db, account)
     return now if now is not None and now != old else None
+
+
+async def stop_leaders(procs: list[asyncio.subprocess.Process]) -> None:
+    """SIGTERM every leader still running (it gives its lease up) and wait for all of them."""
+    for proc in procs:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
