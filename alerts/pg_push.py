@@ -48,9 +48,14 @@ async def notify_pushed(conn: asyncpg.Connection, seqs: Mapping[str, Iterable[in
         ordered = sorted(numbers)
         if ordered:
             principals.append(principal)
-            payloads.append(f"pushed {principal} {ordered[0]} {ordered[-1]}")
+            payloads.append(pushed_payload(principal, ordered[0], ordered[-1]))
     if payloads:
         await conn.execute("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", PUSH_CHANNEL, payloads)
+
+
+def pushed_payload(principal: str, first: int, last: int) -> str:
+    """The announcement of ``principal``'s frames ``first``..``last`` (NOTIFY payload or NATS message)."""
+    return f"pushed {principal} {first} {last}"
 
 
 def parse_pushed(payload: str) -> tuple[str, int, int] | None:
@@ -103,6 +108,16 @@ class PushRelay:
         for principal in self.hub.principals():
             self._wanted[principal] = None
         self._wake.set()
+
+    def sweep(self) -> None:
+        """The periodic safety net (a front's job): read every connected principal again, so a frame
+        whose announcement was lost anywhere (a NATS outage on the worker's side, a commit whose
+        answer was lost) reaches its stream within one sweep period.  One indexed read per principal
+        with a stream here."""
+        for principal in self.hub.principals():
+            self._wanted[principal] = None
+        if self._wanted:
+            self._wake.set()
 
     async def relay_once(self) -> int:
         """Read and offer the frames of every principal noted so far; returns how many were offered."""

@@ -64,7 +64,12 @@ class PgAlertStore:
     """Persistence of alerts, notifications and push queues in PostgreSQL (several writers)."""
 
     def __init__(
-        self, db: PostgresDatabase, limits: QueueLimits | None = None, routing: ChannelRouting | None = None
+        self,
+        db: PostgresDatabase,
+        limits: QueueLimits | None = None,
+        routing: ChannelRouting | None = None,
+        *,
+        announce_push: Callable[[dict[str, list[int]]], None] | None = None,
     ) -> None:
         if routing is not None and routing.known:
             raise ValueError(
@@ -73,6 +78,9 @@ class PgAlertStore:
             )
         self.db = db
         self.limits = limits or QueueLimits()
+        self.announce_push = announce_push
+        """None: the firing transaction announces new push frames by ``NOTIFY`` (bus = "local");
+        else called after each commit with every principal's new sequence numbers (bus = "nats")."""
         self.on_enqueued: Callable[[], None] | None = None
 
     async def _retrying(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], refused: str) -> T:
@@ -202,10 +210,18 @@ class PgAlertStore:
             )
         if not firings:
             return []
-        return await self._retrying(
+        fired = await self._retrying(
             lambda conn: self._fire_tx(conn, firings),
             "firing not confirmed: fire again once PostgreSQL is back (an alert fires at most once)",
         )
+        if self.announce_push is not None:
+            seqs: dict[str, list[int]] = {}
+            for f in fired:
+                if f.push_seq is not None:
+                    seqs.setdefault(f.alert.principal, []).append(f.push_seq)
+            if seqs:
+                self.announce_push(seqs)
+        return fired
 
     async def fire_synced_later(self, firings: Sequence[Firing]) -> tuple[list[Fired], asyncio.Future[None]]:
         """:meth:`fire`: a PostgreSQL commit is already on disk, so the second value is done."""
@@ -257,7 +273,8 @@ class PgAlertStore:
         by_principal: dict[str, list[int]] = {}
         for aid, seq in seqs.items():
             by_principal.setdefault(alerts[aid].principal, []).append(seq)
-        await notify_pushed(conn, by_principal)
+        if self.announce_push is None:
+            await notify_pushed(conn, by_principal)
         out = [Fired(alerts[aid], by_id[aid], seqs.get(aid), frames.get(aid), None) for aid in live]
         for r in result:
             if r["alert_id"] is None:

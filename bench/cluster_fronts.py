@@ -2,11 +2,14 @@
 and their notifications on streams open at every front.
 
     python -m bench.cluster_fronts [--markets 600] [--workers 3] [--fronts 2] [--alerts 2000]
-                                   [--crossings 100] [--hosts 3] [--concurrency 16]
+                                   [--crossings 100] [--hosts 3] [--concurrency 16] [--bus local|nats]
 
 Debian's PostgreSQL on loopback (tests/support/postgres.py, fsync on), the exchange simulator on the
 real clock (in this process) with ``--markets`` symbols × 1m, ``chartgen worker`` processes and
 ``chartgen --serve --cluster`` front processes (each a subprocess; everything shares the cores).
+``--bus nats`` also starts Debian's nats-server on loopback (tests/support/nats.py, JetStream on
+file storage) and runs the roles with ``bus = "nats"``: fired notifications are announced to the
+fronts over NATS instead of PostgreSQL's ``NOTIFY``.
 The first principal (a cluster token made in PostgreSQL) subscribes to push at one front and opens
 a notification stream (``GET /sse``) at every front; the stream checks cover its alerts.
 
@@ -86,13 +89,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
     from tests.support.daemon_proc import DaemonProc, start_daemon
+    from tests.support.nats import running_nats
     from tests.support.postgres import postgres_server
     from tests.support.workers import Workers, until, window_problems
 
+    _nats_stack = contextlib.AsyncExitStack()
+
     symbols = [f"F{n:03d}USDT" for n in range(args.markets)]
     rng = random.Random(5)
-    row: dict[str, Any] = {"markets": args.markets, "workers": args.workers, "fronts": args.fronts}
-    with postgres_server() as server, tempfile.TemporaryDirectory() as logs:
+    row: dict[str, Any] = {"markets": args.markets, "workers": args.workers, "fronts": args.fronts, "bus": args.bus}
+    with postgres_server() as server, tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as sync_stack:
+        bus_env: dict[str, str] = {}
+        if args.bus == "nats":
+            nats_dir = Path(sync_stack.enter_context(tempfile.TemporaryDirectory()))
+            nats = await _nats_stack.enter_async_context(running_nats(nats_dir / "jetstream"))
+            small = {"market_max_bytes": 64 << 20, "notify_max_bytes": 64 << 20, "commands_max_bytes": 8 << 20}
+            bus_env = {"CHARTGEN_BUS": "nats", "CHARTGEN_NATS_URL": nats.url, "CHARTGEN_BUS_LIMITS": json.dumps(small)}
         weight = 6000 * args.hosts
         sim = await start_simulator(host="127.0.0.1", port=0, clock="real", symbols=symbols, weight_limit=weight)
         dsn = await server.new_database()
@@ -109,6 +121,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "CHARTGEN_INTERVALS": "1m",
             "CHARTGEN_LOG_FORMAT": "json",
             "CHARTGEN_ALERTS_MAX_PER_CLIENT": str(max(10_000, args.alerts)),
+            **bus_env,
         }
         workers = Workers(
             dsn,
@@ -117,7 +130,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             symbols=symbols,
             heartbeat_s=1.0,
             liveness_s=4.0,
-            env={"CHARTGEN_BINANCE_WEIGHT_LIMIT": str(weight)},
+            env={"CHARTGEN_BINANCE_WEIGHT_LIMIT": str(weight), **bus_env},
         )
         fronts: list[DaemonProc] = []
         http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None))
@@ -253,6 +266,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await http.close()
             await db.close()
             await sim.close()
+            await _nats_stack.aclose()
     return row
 
 
@@ -277,6 +291,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--hosts", type=int, default=3, help="REST weight budget as if the workers ran on this many hosts (IPs)"
+    )
+    parser.add_argument(
+        "--bus", choices=("local", "nats"), default="local", help="how fronts hear of fired notifications"
     )
     args = parser.parse_args()
     print_machine()

@@ -1,8 +1,9 @@
-"""The cluster's event bus: the connection to NATS JetStream, publishing and durable pull consumers.
+"""The cluster's event bus: the connection to NATS JetStream, publishing, consumers and subscriptions.
 
 The bus owns everything the cluster (design.md §11) says to NATS: the three streams and their
 limits (:mod:`cluster.bus_streams`), the subject names (:mod:`cluster.bus_subjects`),
-publishing with de-duplication, and durable pull consumers (this module).  Nothing outside
+publishing with de-duplication, durable pull consumers (made here, fetched in
+:mod:`cluster.bus_consumer`) and plain subscriptions (this module).  Nothing outside
 these ``cluster/bus*.py`` modules imports nats-py; every nats-py exception is turned into
 :class:`BusError` (configuration, refusals) or :class:`BusUnavailable` (NATS cannot be reached
 or did not answer in time) before it leaves a public method (:mod:`cluster.bus_errors`, which
@@ -26,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Self
 
@@ -34,19 +36,17 @@ import nats.errors
 import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg as NatsMsg
-from nats.js import JetStreamContext
+from nats.aio.subscription import Subscription as NatsSubscription
 
+from cluster.bus_consumer import MSG_ID_HEADER, Consumer, Message
 from cluster.bus_errors import URL_SETTING, BusError, BusUnavailable, nats_servers, redacted_url, translated
 from cluster.bus_streams import BusLimits, StreamSpec, consumer_config, ensure_stream, stream_specs
 from cluster.bus_subjects import PLAIN_NAME, check_subject
 
-__all__ = ["Bus", "BusError", "BusStatus", "BusUnavailable", "Consumer", "Message", "Published"]
+__all__ = ["Bus", "BusError", "BusStatus", "BusUnavailable", "Consumer", "Message", "Published", "Subscription"]
 """Bus's own API, with the errors its methods raise; streams and subjects are imported from their modules."""
 
 log = structlog.get_logger(__name__)
-
-MSG_ID_HEADER = "Nats-Msg-Id"
-"""JetStream's de-duplication header: a second message with the same id within the window is not stored."""
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -75,92 +75,6 @@ class Published:
     duplicate: bool
 
 
-# --- consuming ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Message:
-    """A message delivered by a durable consumer; :meth:`ack` it once handled, or it comes back after ack_wait."""
-
-    subject: str
-    data: bytes
-    msg_id: str | None
-    stream: str
-    stream_seq: int
-    deliveries: int
-    """How many times the consumer has delivered it (1 the first time)."""
-    _raw: NatsMsg = field(repr=False, compare=False)
-    _ack_timeout_s: float = field(repr=False, compare=False)
-
-    async def ack(self) -> None:
-        """Acknowledge and wait for JetStream to confirm it: from then on it is not delivered again
-        (unless its ack_wait had already run out and it went to another fetch meanwhile)."""
-        with translated(f"the ack of {self.stream} #{self.stream_seq}", self._ack_timeout_s):
-            await self._raw.ack_sync(timeout=self._ack_timeout_s)
-
-
-class Consumer:
-    """A durable pull consumer: :meth:`fetch` batches, ack each message.  Made by :meth:`Bus.consume`."""
-
-    def __init__(
-        self, bus: Bus, subscription: JetStreamContext.PullSubscription, stream: str, durable: str, batch: int
-    ) -> None:
-        self._bus = bus
-        self._subscription = subscription
-        self.stream = stream
-        self.durable = durable
-        self.batch = batch
-        self._fetching = asyncio.Lock()
-        self._closed = False
-
-    async def fetch(self, max_wait_s: float = 5.0) -> list[Message]:
-        """Up to ``batch`` messages, waiting at most ``max_wait_s`` for the first; ``[]`` if none came.
-
-        :class:`BusUnavailable` while NATS is unreachable (or when it became so during the wait)."""
-        if max_wait_s <= 0:
-            raise ValueError("max_wait_s must be positive")
-        if self._closed:
-            raise BusError(f"consumer {self.stream}/{self.durable} is closed")
-        self._bus._require_connected(f"fetching from {self.stream}/{self.durable}")
-        async with self._fetching:  # one pull request in flight per subscription: they share its inbox
-            with translated(f"a fetch from {self.stream}/{self.durable}", max_wait_s):
-                try:
-                    raw = await self._subscription.fetch(self.batch, timeout=max_wait_s)
-                except TimeoutError:
-                    raw = []
-        if not raw:
-            self._bus._require_connected(f"fetching from {self.stream}/{self.durable}")
-        return [self._message(m) for m in raw]
-
-    def _message(self, raw: NatsMsg) -> Message:
-        meta = raw.metadata
-        return Message(
-            subject=raw.subject,
-            data=raw.data,
-            msg_id=(raw.headers or {}).get(MSG_ID_HEADER),
-            stream=meta.stream,
-            stream_seq=meta.sequence.stream,
-            deliveries=meta.num_delivered,
-            _raw=raw,
-            _ack_timeout_s=self._bus.publish_timeout_s,
-        )
-
-    async def close(self) -> None:
-        """Stop receiving (the durable consumer stays on the server; unacked messages go to the next taker)."""
-        if self._closed:
-            return
-        self._closed = True
-        # the connection may already be closed or reconnecting: then the server drops the interest itself
-        with contextlib.suppress(nats.errors.Error, OSError, ValueError):
-            await self._subscription.unsubscribe()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
 # --- the bus -----------------------------------------------------------------------------------
 
 
@@ -178,6 +92,9 @@ class Bus:
         self._closing = False
         self._last_error: Exception | None = None
         self._status = BusStatus("connected", None, datetime.now(UTC))
+        self.reconnects = 0
+        """How many times the connection was re-established: a subscriber compares it with the count it
+        last saw to learn that it may have missed messages (see :meth:`subscribe`)."""
 
     @classmethod
     async def connect(
@@ -283,6 +200,7 @@ class Bus:
         log.warning("bus_disconnected", url=self.url, name=self.name)
 
     async def _on_reconnected(self) -> None:
+        self.reconnects += 1
         self._set_status("connected", None)
         log.info("bus_reconnected", url=self.url, name=self.name)
 
@@ -378,3 +296,45 @@ class Bus:
             await self._js.add_consumer(stream, config)
             subscription = await self._js.pull_subscribe_bind(durable=durable, stream=stream)
         return Consumer(self, subscription, stream, durable, batch)
+
+    # --- plain subscriptions -----------------------------------------------------------------
+
+    async def subscribe(self, subject_filter: str, handler: Callable[[str, bytes], None]) -> Subscription:
+        """Hand ``handler`` (subject, payload) every message published on a subject matching
+        ``subject_filter`` while this connection is up, in the order NATS delivers them.
+
+        A plain NATS subscription, not a JetStream consumer: nothing is kept on the server for the
+        subscriber and nothing is replayed, so a message published while this process was
+        disconnected never arrives.  It suits a subscriber whose messages only say "look again" at a
+        source of truth it can re-read: it re-reads after each reconnect (:attr:`reconnects` grew).
+        The client renews the subscription on every reconnect.  A handler that raises is logged and
+        the next message is delivered as usual."""
+        check_subject(subject_filter, wildcards=True)
+        self._require_connected(f"subscribing to {subject_filter}")
+
+        async def deliver(raw: NatsMsg) -> None:
+            try:
+                handler(raw.subject, raw.data)
+            except Exception as exc:  # noqa: BLE001 - one bad message must not end the subscription
+                log.error("bus_handler_failed", subject=raw.subject, error=repr(exc))
+
+        with translated(f"subscribing to {subject_filter}", self.publish_timeout_s):
+            raw_sub = await self._client.subscribe(subject_filter, cb=deliver)
+            await self._client.flush(timeout=self.publish_timeout_s)  # the server has the interest
+        return Subscription(subject_filter, raw_sub)
+
+
+class Subscription:
+    """A plain subscription made by :meth:`Bus.subscribe`; :meth:`close` it."""
+
+    def __init__(self, subject_filter: str, raw: NatsSubscription) -> None:
+        self.subject_filter = subject_filter
+        self._raw = raw
+        self._closed = False
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(nats.errors.Error, OSError, ValueError):
+            await self._raw.unsubscribe()

@@ -173,10 +173,17 @@ class Listener:
         self._on_payload = on_payload
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
+        self.connects = 0
+        """Connections made so far: a caller that saw another count may have missed notifications."""
 
     @property
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    @property
+    def problem(self) -> str:
+        """Why it is not connected (for readiness)."""
+        return f"PostgreSQL LISTEN {self._channel} not connected"
 
     def _deliver(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         self._on_payload(payload)
@@ -193,6 +200,7 @@ class Listener:
                 log.info("postgres_listener_down", channel=self._channel, where=self._where, error=repr(exc))
                 return False
             self._conn = conn
+            self.connects += 1
             return True
 
     async def close(self) -> None:

@@ -17,14 +17,15 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.channels import ChannelSettings, resolve_channels
-from config.credentials import key_pair, read_credential
+from config.cluster_settings import ClusterSettings
+from config.credentials import key_pair
 from config.list_values import split_list
 from config.toml_source import TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
 
 
-class Settings(BaseSettings):
+class Settings(ClusterSettings):
     """Every setting of the daemon. Field docstrings are the documentation."""
 
     model_config = SettingsConfigDict(
@@ -172,27 +173,6 @@ class Settings(BaseSettings):
     ccxt_api_url: str | None = None
     """Advanced: the ccxt exchange's REST API URL for both public and private calls (tests: the simulator)."""
 
-    # --- scale-out (docs/design.md §11, docs/cluster.md) --------------------------------------
-    postgres_dsn: SecretStr | None = None
-    """The cluster's PostgreSQL (``postgresql://user:password@host:5432/db``): read by ``chartgen cluster
-    migrate | status``, ``chartgen worker``, ``chartgen leader`` and fronts (``--serve --cluster``);
-    the single-process daemon keeps SQLite.  Env: CHARTGEN_POSTGRES_DSN."""
-    cluster_account: str = Field(default="main", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    """The exchange account a cluster's fronts and order leaders share: the order lease
-    ``orders/<account>``, its intents and its halt switch. Letters, digits, ``_ . -``."""
-    cluster_leader_ttl_s: float = Field(default=6.0, ge=1, le=60)
-    """The order lease's time to live: a dead leader's successor takes over within about this long."""
-    cluster_order_wait_s: float = Field(default=10.0, gt=0, le=120)
-    """How long a front waits for an order leader to take a place_order before withdrawing it
-    (answered "not sent")."""
-    cluster_heartbeat_s: float = Field(default=1.0, gt=0, le=30)
-    """A cluster worker's heartbeat, market-assignment refresh and hand-over-mark period (seconds)."""
-    cluster_backfill_max_s: float = Field(default=300.0, gt=0, le=3600)
-    """A worker taking over a market checks the trades of the gap since the old owner's mark, the
-    newest this many seconds of it at most (REST weight grows with the gap; Binance serves an hour)."""
-    cluster_liveness_s: float = Field(default=4.0, gt=0, le=300)
-    """A cluster member silent this long is dead: its markets move to the live workers. At least
-    three heartbeats (a worker whose heartbeat is late is not yet dead)."""
     live: bool = False
     """Allow orders on Binance mainnet (--live). Off by default: paper or testnet only."""
     paper_balances: Annotated[dict[str, Decimal], NoDecode] = Field(default_factory=lambda: {"USDT": Decimal(10000)})
@@ -312,15 +292,6 @@ class Settings(BaseSettings):
         self.channels = resolve_channels(self.channels, self.notify_all_channels)
         return self
 
-    @model_validator(mode="after")
-    def _cluster_timing(self) -> Settings:
-        if self.cluster_liveness_s < 3 * self.cluster_heartbeat_s:
-            raise ValueError(
-                f"cluster_liveness_s ({self.cluster_liveness_s:g}) must be at least three heartbeats"
-                f" (cluster_heartbeat_s = {self.cluster_heartbeat_s:g}): raise it or shorten the heartbeat"
-            )
-        return self
-
     @classmethod
     def settings_customise_sources(
         cls,
@@ -341,12 +312,6 @@ class Settings(BaseSettings):
             else os.environ.get("BINANCE_API_SECRET")
         )
         return key_pair(key, secret, "binance")
-
-    def cluster_dsn(self) -> str | None:
-        """The cluster's PostgreSQL DSN: the systemd credential ``postgres_dsn`` if there is one, else
-        the ``postgres_dsn`` setting; None if neither."""
-        from_setting = self.postgres_dsn.get_secret_value() if self.postgres_dsn else None
-        return read_credential("postgres_dsn") or from_setting
 
     def ccxt_keys(self) -> tuple[str, str] | None:
         """(key, secret) for broker = "ccxt" from the settings or systemd credentials; None if absent."""

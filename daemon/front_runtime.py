@@ -10,8 +10,10 @@ A front keeps no state of its own, so any number of them can stand behind a load
   there, so it answers the same at every front.
 - **Notification streams** (``GET /mcp``, ``/sse``) open at any front: the first frames come from
   the principal's queue in PostgreSQL (``Last-Event-ID`` resumes after the given frame whichever
-  front served the frames before), later ones arrive by the firing's ``NOTIFY`` through this
-  front's :class:`~alerts.pg_push.PushRelay`.
+  front served the frames before), later ones are announced by the firing's ``NOTIFY``
+  (``bus = "local"``) or by the worker over NATS (``bus = "nats"``, daemon/push_bus.py) and read
+  by this front's :class:`~alerts.pg_push.PushRelay`, which also sweeps every connected principal
+  every :data:`PUSH_SWEEP_S` (an announcement lost anywhere costs at most that delay).
 - **Charts and indicators** are computed from the exchange's REST data (the single node's
   ``--serve`` without ``--trade``: a front follows no live stream).
 
@@ -26,10 +28,13 @@ notification channels, alert actions, OAuth and the dashboard — their stores h
 implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
-``cluster_heartbeat_s``; the same job re-opens the push listener after a lost connection.  The
+``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
+NATS subscription) after a lost connection and has the relay re-read after every reconnect.  The
 cluster's armed alerts are counted and the halt switch read every :data:`STATUS_REFRESH_S`.
 PostgreSQL away: the front is *degraded* (``/readyz`` 503 with the reason) and every tool that
-needs the database answers with an error naming it.
+needs the database answers with an error naming it.  NATS away (``bus = "nats"``): ``/readyz`` 503
+naming NATS; the tools work (nothing they write goes through NATS) and streams get the frames
+fired meanwhile once NATS is back (the relay re-reads) or at the next sweep.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -49,15 +54,17 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import QueueLimits
+from cluster.bus import BusError
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.membership import Membership, new_member_id
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
 from config import Settings
 from config.migrations import DatabaseError
-from config.postgres import UNREACHABLE, Listener, StorageUnavailable
+from config.postgres import UNREACHABLE, StorageUnavailable
 from daemon.alerts_runtime import engine_default_interval
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
+from daemon.push_bus import BusPushListener, BusSettingsError, connect_bus
 from daemon.scheduler import DaemonScheduler
 from daemon.services import agent_settings, chart_service, market_data, testnet_endpoints
 from daemon.supervisor import Supervisor
@@ -79,13 +86,31 @@ NO_ACTIONS_ON_FRONT = (
     " place_order when it fires, or use a single-node daemon (chartgen --serve --trade) for alert actions"
 )
 
+PUSH_SWEEP_S = 15.0
+"""How often a front's relay re-reads every principal with a stream open there (a safety net)."""
+
 STATUS_REFRESH_S = 15.0
 """How often a front counts the cluster's armed alerts (a full count of the alerts table: not every
 heartbeat) and re-reads the halt switch, for /status and /metrics; halt_trading reads it afresh."""
 
 
 class FrontError(DatabaseError):
-    """A front cannot start: no cluster database is configured (the CLI prints it, exit 1)."""
+    """A front cannot start: no cluster database is configured, or the bus cannot be reached (the CLI
+    prints it, exit 1)."""
+
+
+class PushListener(Protocol):
+    """Where a front hears of new push frames: :class:`config.postgres.Listener` (bus = "local") or
+    :class:`daemon.push_bus.BusPushListener` (bus = "nats")."""
+
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def connects(self) -> int: ...
+    @property
+    def problem(self) -> str: ...
+    async def ensure(self) -> bool: ...
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -94,7 +119,7 @@ class Front:
 
     member_id: str
     membership: Membership
-    listener: Listener
+    listener: PushListener
     relay: PushRelay
     alerts: StoredAlerts
     address: str = ""
@@ -102,15 +127,15 @@ class Front:
     """Why the front cannot reach PostgreSQL now (None: it can)."""
     degraded_since: float | None = None
     notes: list[str] = field(default_factory=list)
+    connects_seen: int = 0
+    """The listener's :attr:`~PushListener.connects` when the relay last re-read after a reconnect."""
 
     async def heartbeat(self) -> None:
-        """The periodic job: membership and the push listener (re-read after a reconnect)."""
+        """The periodic job: the push listener (the relay re-reads after a reconnect) and membership."""
+        if await self.listener.ensure() and self.listener.connects != self.connects_seen:
+            self.connects_seen = self.listener.connects
+            self.relay.reconnected()
         try:
-            was = self.listener.connected
-            if not await self.listener.ensure():
-                raise StorageUnavailable("push listener not connected")
-            if not was:
-                self.relay.reconnected()
             await self.membership.heartbeat(self.member_id, "front", self.address)
         except (StorageUnavailable, *UNREACHABLE) as exc:
             if self.degraded is None:
@@ -127,7 +152,7 @@ class Front:
         if self.degraded is not None:
             return False, [f"cluster front degraded: {self.degraded}"]
         if not self.listener.connected:
-            return False, ["cluster front: push listener not connected yet"]
+            return False, [f"cluster front: push listener down: {self.listener.problem}"]
         return True, []
 
     def status(self) -> dict[str, Any]:
@@ -139,6 +164,7 @@ class Front:
             "reasons": reasons,
             "alerts_armed": self.alerts.armed,
             "push_frames_relayed": self.relay.frames,
+            "push_listener_connected": self.listener.connected,
         }
 
 
@@ -173,10 +199,20 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             no_executor=NO_ACTIONS_ON_FRONT,
         )
         relay = PushRelay(store, hub)
+        member_id = new_member_id("front")
+        listener: PushListener
+        if settings.bus == "nats":
+            try:
+                bus = await connect_bus(settings, member_id, ensure_streams=False)
+            except (BusError, BusSettingsError) as exc:
+                raise FrontError(f"--cluster: {exc}") from exc
+            listener = BusPushListener(bus, relay.on_payload)
+        else:
+            listener = db.listener(PUSH_CHANNEL, relay.on_payload)
         front = Front(
-            member_id=new_member_id("front"),
+            member_id=member_id,
             membership=Membership(db, settings.cluster_liveness_s),
-            listener=db.listener(PUSH_CHANNEL, relay.on_payload),
+            listener=listener,
             relay=relay,
             alerts=index,
             address=address,
@@ -206,6 +242,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         scheduler.every("front-alert-count", STATUS_REFRESH_S, _quiet(index.count))
         scheduler.every("front-halt-state", STATUS_REFRESH_S, _quiet(halt.refresh))
         scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
+        scheduler.every("push-relay-sweep", PUSH_SWEEP_S, _relay_sweep(relay))
         await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
         await _quiet(index.count)()
         await _quiet(halt.refresh)()
@@ -229,6 +266,13 @@ def _quiet(job):  # type: ignore[no-untyped-def]
             await job()
 
     return run
+
+
+def _relay_sweep(relay: PushRelay):  # type: ignore[no-untyped-def]
+    async def sweep() -> None:
+        relay.sweep()
+
+    return sweep
 
 
 def _sweeper(store: PgAlertStore):  # type: ignore[no-untyped-def]

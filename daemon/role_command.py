@@ -16,10 +16,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cluster.bus import BusError
 from config import ConfigFileError, Settings, load_settings
 from config.migrations import DatabaseError
 from daemon.http_server import BindError
 from daemon.logging import configure_logging
+from daemon.push_bus import BusSettingsError
 
 Run = Callable[[Settings, int | None], Coroutine[Any, Any, None]]
 
@@ -69,7 +71,7 @@ def run_role(
     configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run(settings, ns.port))
-    except (DatabaseError, BindError) as exc:
+    except (DatabaseError, BindError, BusError, BusSettingsError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

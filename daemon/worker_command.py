@@ -3,7 +3,8 @@ alert evaluation for them, on the cluster's PostgreSQL (docs/design.md §11, doc
 
 It reads the daemon's settings (``--config`` TOML, ``CHARTGEN_*``): ``postgres_dsn`` (required),
 the exchange and its URLs, ``symbols`` × ``intervals`` (markets followed even without alerts),
-the engine's tuning, ``cluster_heartbeat_s`` and ``cluster_liveness_s``.  It keeps no local
+the engine's tuning, ``cluster_heartbeat_s``, ``cluster_liveness_s``, and with ``bus = "nats"``
+``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py).  It keeps no local
 state, so ``--data-dir`` is refused.  It applies the cluster schema at start (migrations are
 advisory-locked: workers starting together migrate once).  SIGTERM/SIGINT leave the membership
 at once (the others take the markets without waiting out the liveness window) and exit 0.
@@ -33,6 +34,7 @@ from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
 from daemon.http_server import serving
+from daemon.push_bus import PushAnnouncer, connect_bus
 from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
@@ -69,6 +71,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
     db = await PostgresDatabase.open(dsn, min_size=2, max_size=8)
     stop = stop_event()
     notifier = Notifier()
+    stack = contextlib.AsyncExitStack()
     try:
         await db.migrate(CLUSTER_MIGRATIONS)
         limits = QueueLimits(
@@ -76,9 +79,15 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             push_ttl_s=settings.notify_queue_ttl_s,
             poll_cap=settings.notify_poll_cap,
         )
-        store = PgAlertStore(db, limits)
+        member_id = new_member_id("worker")
+        announcer: PushAnnouncer | None = None
+        if settings.bus == "nats":
+            bus = await connect_bus(settings, member_id, ensure_streams=True)
+            stack.push_async_callback(bus.close)
+            announcer = PushAnnouncer(bus)
+        store = PgAlertStore(db, limits, announce_push=None if announcer is None else announcer.announce)
         membership = Membership(db, settings.cluster_liveness_s)
-        assignment = MarketAssignment(membership, new_member_id("worker"))
+        assignment = MarketAssignment(membership, member_id)
         sources: list[EngineSources] = []
         async with (
             Supervisor() as supervisor,
@@ -98,6 +107,8 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             )
             supervisor.start("alert-evaluator", evaluator.run)
             supervisor.start("worker-alert-changes", worker.run_changes)
+            if announcer is not None:
+                supervisor.start("push-announcer", announcer.run)
             scheduler = DaemonScheduler()
             scheduler.every("worker-heartbeat", settings.cluster_heartbeat_s, worker.refresh)
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
@@ -106,7 +117,9 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
                 async with contextlib.AsyncExitStack() as http, scheduler.running():
                     url = None
                     if http_port is not None:
-                        url = await http.enter_async_context(serving(worker_app(worker), "127.0.0.1", http_port))
+                        url = await http.enter_async_context(
+                            serving(worker_app(worker, announcer), "127.0.0.1", http_port)
+                        )
                     await worker.refresh()  # PostgreSQL away: degraded, the heartbeat job tries again
                     log.info("worker_started", member=worker.member_id, markets=len(worker.owned), http=url)
                     notifier.ready(f"worker {worker.member_id}: {len(worker.owned)} markets")
@@ -119,6 +132,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
                 log.info("worker_stopped", member=worker.member_id, fired=evaluator.fired)
     finally:
         notifier.close()
+        await stack.aclose()
         await db.close()
 
 

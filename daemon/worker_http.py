@@ -9,7 +9,8 @@ to see that a window equals the exchange's history after the market moved.
 
 ``/readyz`` is 200 once the worker has its share of the markets and every one of them finished its
 hand-over and its firings are all committed; 503 with the reasons otherwise (PostgreSQL away, a
-hand-over still running, firings waiting for PostgreSQL).  ``/metrics`` (Prometheus text) is read
+hand-over still running, firings waiting for PostgreSQL, and with ``bus = "nats"`` NATS away or
+push announcements it has not taken).  ``/metrics`` (Prometheus text) is read
 from the live objects at scrape time, like the daemon's (daemon/metrics.py).
 """
 
@@ -26,14 +27,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon.metrics import CONTENT_TYPE
+from daemon.push_bus import PushAnnouncer
 from daemon.worker_handover import split_market
 from daemon.worker_runtime import Worker
 from engine.bars import Bars
 
 
 class _WorkerCollector(Collector):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, announcer: PushAnnouncer | None) -> None:
         self.worker = worker
+        self.announcer = announcer
 
     def collect(self) -> Iterator[Metric]:
         w = self.worker
@@ -55,18 +58,41 @@ class _WorkerCollector(Collector):
             "longest hand-over among the newest 1,000 (taken → first evaluated tick and backfill)",
             max(took) if took else 0.0,
         )
+        if self.announcer is not None:
+            a = self.announcer
+            yield GaugeMetricFamily(
+                "chartgen_worker_bus_connected", "1 while the NATS connection is up", int(a.bus.status().connected)
+            )
+            yield GaugeMetricFamily(
+                "chartgen_worker_push_announcements_pending",
+                "principals whose new frames NATS has not taken",
+                len(a.pending),
+            )
+            yield CounterMetricFamily(
+                "chartgen_worker_push_announcements", "push announcements NATS acknowledged", a.published
+            )
 
 
-def worker_app(worker: Worker) -> Starlette:
+def worker_app(worker: Worker, announcer: PushAnnouncer | None = None) -> Starlette:
+    """The worker's endpoints; with ``bus = "nats"`` its announcer's state joins readiness and metrics."""
     registry = CollectorRegistry()
-    registry.register(_WorkerCollector(worker))
+    registry.register(_WorkerCollector(worker, announcer))
+
+    def readiness() -> tuple[bool, list[str], dict[str, object]]:
+        ready, reasons = worker.readiness()
+        status: dict[str, object] = dict(worker.status())
+        if announcer is not None:
+            bus_ready, bus_reasons = announcer.readiness()
+            ready, reasons = ready and bus_ready, reasons + bus_reasons
+            status |= announcer.status()
+        return ready, reasons, status
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "member": worker.member_id})
 
     async def readyz(request: Request) -> Response:
-        ready, reasons = worker.readiness()
-        body = {"status": "ready" if ready else "not_ready", "reasons": reasons, **worker.status()}
+        ready, reasons, status = readiness()
+        body = {"status": "ready" if ready else "not_ready", "reasons": reasons, **status}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics(request: Request) -> Response:

@@ -29,6 +29,7 @@ SLOW_SUITES = (
     "tests/cluster/test_order_leader.py",
     "tests/cluster/test_worker.py",
     "tests/cluster/test_worker_outage.py",
+    "tests/cluster/test_nats_outage.py",
 )
 """The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
 included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest but the

@@ -37,7 +37,7 @@ from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nginx import free_port
-from tests.support.workers import Workers, owners, real_clock_simulator, until
+from tests.support.workers import Workers, next_alert_frame, owners, real_clock_simulator, until
 
 SYMBOLS = [f"X{n:02d}USDT" for n in range(6)]
 OUTAGE_S = float(os.environ.get("CHARTGEN_TEST_OUTAGE_S", "30"))
@@ -202,19 +202,6 @@ async def _front_degraded(http: aiohttp.ClientSession, front: DaemonProc | str) 
         body = await r.json()
     degraded = r.status == 503 and any("PostgreSQL unreachable" in reason for reason in body["reasons"])
     return (r.status, body) if degraded else None  # not "push listener not connected": the heartbeat's verdict
-
-
-async def next_alert_frame(stream: aiohttp.ClientResponse) -> tuple[int, str]:
-    """(SSE id, alert id) of the stream's next notification frame."""
-    seq = None
-    async with asyncio.timeout(DEADLINE_S):
-        while True:
-            line = (await stream.content.readline()).decode()
-            assert line, "the stream ended"
-            if line.startswith("id: "):
-                seq = int(line[4:])
-            elif line.startswith("data: ") and seq is not None:
-                return seq, json.loads(line[6:])["params"]["alert_id"]
 
 
 async def _pending_somewhere(http: aiohttp.ClientSession, urls: list[str], at_least: int) -> bool:

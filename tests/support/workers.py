@@ -197,3 +197,16 @@ async def until(check: Callable[[], Awaitable[T | None]], timeout_s: float, ever
         while not (result := await check()):  # noqa: ASYNC110 - the state is in other processes
             await asyncio.sleep(every_s)
         return result
+
+
+async def next_alert_frame(stream: aiohttp.ClientResponse, timeout_s: float = 60.0) -> tuple[int, str]:
+    """(SSE id, alert id) of the stream's next notification frame."""
+    seq = None
+    async with asyncio.timeout(timeout_s):
+        while True:
+            line = (await stream.content.readline()).decode()
+            assert line, "the stream ended"
+            if line.startswith("id: "):
+                seq = int(line[4:])
+            elif line.startswith("data: ") and seq is not None:
+                return seq, json.loads(line[6:])["params"]["alert_id"]
