@@ -134,13 +134,20 @@ class WorkerEvaluator(AlertEvaluator):
             await waiter
 
     async def fire_missed(self, missed: Sequence[tuple[Alert, float, int]]) -> list[Fired]:
-        """Fire indexed price alerts for (alert, price, time in ms): a trade for a touch alert, a
-        bar's close for a close alert.  One a live event took already is skipped (that firing owns
-        it); if the firing is not committed they go back into their books."""
+        """Fire indexed alerts for (alert, value, time in ms): a trade for a touch alert, a bar's close
+        for a close alert, a signal's value and bar for an indicator-signal alert.  A price alert a
+        live event took already is skipped (that firing owns it) and, if the firing is not committed,
+        goes back into its book; an indicator-signal alert stays indexed (the store fires it once)."""
         taken: list[tuple[PriceBook, str, Crossed]] = []
         firings: list[Firing] = []
         now = self._clock()
         for alert, price, time_ms in missed:
+            step = interval_seconds(alert.interval)
+            if alert.kind == "indicator_signal":  # no book: the store fires it at most once, live or not
+                firings.append(
+                    Firing(alert_id=alert.id, value=price, triggered_at=now, bar_time=time_ms // 1000 // step * step)
+                )
+                continue
             above = alert.kind == "price_above"
             level = alert.threshold or 0.0
             book, key = (
@@ -151,7 +158,6 @@ class WorkerEvaluator(AlertEvaluator):
             if not book.remove(key, above, level, alert.id):
                 continue
             taken.append((book, key, Crossed(alert.id, above, level)))
-            step = interval_seconds(alert.interval)
             firings.append(
                 Firing(alert_id=alert.id, value=price, triggered_at=now, bar_time=time_ms // 1000 // step * step)
             )

@@ -22,9 +22,8 @@ and re-opened, the worker re-reads the alerts of all its markets (a notification
 is lost).  A market that is new to the cluster (the first alert on it) is taken by its owner at
 the next heartbeat.  Expiry: the worker removes the expired alerts it holds.
 
-The worker keeps the set of alerts it indexed, so each leaves the evaluator exactly once —
-fired (the evaluator's ``on_fired``), cancelled or expired (a ``gone`` notification), or its
-market lost.
+The worker keeps the set of alerts it indexed, so each leaves the evaluator exactly once — fired
+(the evaluator's ``on_fired``), cancelled or expired (a ``gone`` notification), or market lost.
 """
 
 from __future__ import annotations
@@ -63,6 +62,12 @@ log = structlog.get_logger(__name__)
 
 MARKS_COALESCE_S = 0.1
 """Hand-overs finishing within this long share one write of the marks."""
+
+
+def _keep(items: list[Any], item: Any, cap: int = 1000) -> None:
+    items.append(item)
+    if len(items) > cap:
+        del items[: len(items) - cap]
 
 
 @dataclass(slots=True)
@@ -229,8 +234,8 @@ class Worker:
         self.live.add(market)
         self._write_marks_soon()  # live for the others (cluster status) now, not at the next heartbeat
         took = time.monotonic() - taken_at
-        self._keep(self.stats.handovers, result)
-        self._keep(self.stats.handover_s, took)
+        _keep(self.stats.handovers, result)
+        _keep(self.stats.handover_s, took)
         log.info("worker_market_live", market=market, seconds=round(took, 3), fired=result.fired, trades=result.trades)
 
     async def _hand_over_retrying(
@@ -251,6 +256,7 @@ class Worker:
                     mark_ms,
                     self.backfill_max_ms,
                     synced=lambda: self.engine.wait_until(lambda: not self.engine.is_stale(symbol, interval)),
+                    compute=lambda req, bars: self.engine.indicators.compute_one((symbol, interval), req, bars),
                 )
             except asyncio.CancelledError:
                 raise
@@ -267,12 +273,6 @@ class Worker:
         await asyncio.sleep(MARKS_COALESCE_S)  # the hand-overs finishing together: one statement
         with contextlib.suppress(StorageUnavailable, *UNREACHABLE):  # the heartbeat writes them again
             await self.write_marks()
-
-    @staticmethod
-    def _keep(items: list[Any], item: Any, cap: int = 1000) -> None:
-        items.append(item)
-        if len(items) > cap:
-            del items[: len(items) - cap]
 
     # --- alerts --------------------------------------------------------------------------
     def _index_new(self, alerts: Iterable[Alert]) -> list[tuple[Alert, float, int]]:
