@@ -34,6 +34,16 @@ class PlannedAction:
     refusal: str | None = None
 
 
+def refusal_before_commit(plan: PlannedAction | None, commit: object, no_path: str) -> dict[str, Any] | None:
+    """The outcome of an action refused before its intent is committed (no plan or no order path:
+    ``no_path``; a refused plan: its reason); None when the intent is to be committed."""
+    if plan is None or commit is None:
+        return refused_outcome(no_path)
+    if plan.refusal is not None:
+        return refused_outcome(plan.refusal)
+    return None
+
+
 def commit_actions_in(
     conn: sqlite3.Connection,
     alerts: Mapping[str, Alert],
@@ -47,11 +57,11 @@ def commit_actions_in(
         if alert.action is None:
             continue
         plan = plans.get(alert_id)
-        if plan is None or commit is None:
-            outcome = refused_outcome("the order path is not running (start the daemon with --trade)")
-        elif plan.refusal is not None:
-            outcome = refused_outcome(plan.refusal)
+        refused = refusal_before_commit(plan, commit, "the order path is not running (start the daemon with --trade)")
+        if refused is not None:
+            outcome = refused
         else:
+            assert plan is not None and commit is not None
             conn.execute("SAVEPOINT alert_action")
             try:
                 commit(conn, plan.token)

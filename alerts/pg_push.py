@@ -53,6 +53,15 @@ async def notify_pushed(conn: asyncpg.Connection, seqs: Mapping[str, Iterable[in
         await conn.execute("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", PUSH_CHANNEL, payloads)
 
 
+def by_principal(pairs: Iterable[tuple[str, int | None]]) -> dict[str, list[int]]:
+    """(principal, frame number or None) pairs grouped: each principal's new frame numbers."""
+    out: dict[str, list[int]] = {}
+    for principal, seq in pairs:
+        if seq is not None:
+            out.setdefault(principal, []).append(seq)
+    return out
+
+
 def pushed_payload(principal: str, first: int, last: int) -> str:
     """The announcement of ``principal``'s frames ``first``..``last`` (NOTIFY payload or NATS message)."""
     return f"pushed {principal} {first} {last}"

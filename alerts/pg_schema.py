@@ -13,7 +13,9 @@ writing at once require:
 - ``push_queue`` is keyed by (principal, seq): SSE ``Last-Event-ID`` is per principal stream.
 
 ``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.  Step 2 indexes
-alerts by market, which a cluster worker reads its share by.
+alerts by market, which a cluster worker reads its share by.  Step 3 adds ``alert_actions`` (an
+alert action's client order id and outcome: ``pending`` until the order leader answered; the
+PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py).
 """
 
 from __future__ import annotations
@@ -86,6 +88,20 @@ PG_MIGRATIONS = Migrations(
             2,
             # a cluster worker reads the alerts of its markets (PgAlertStore.active_in)
             "CREATE INDEX alerts_market ON alerts (symbol, interval)",
+        ),
+        (
+            3,
+            """
+            CREATE TABLE alert_actions (
+                alert_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                client_order_id TEXT,
+                state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+                outcome TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            );
+            CREATE INDEX alert_actions_pending ON alert_actions (at) WHERE state = 'pending'
+            """,
         ),
     ),
 )

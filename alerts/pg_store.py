@@ -21,11 +21,10 @@ was not done (``alert not set``, ``firing not confirmed``, …); a transaction t
 changed nothing, and one whose commit's answer was lost is found done by the next call (an alert
 that fired is gone), so repeating the call once the server is back is always safe.
 
-Not built on PostgreSQL yet (each refused with a clear error rather than half done): alerts
-that carry an order action (their order intent belongs in the order store's transaction, and
-the order store has no PostgreSQL implementation yet) and notification channels (the outbox's
-delivery side).  The daemon does not select this store yet: ``storage = "postgres"`` needs every
-package's repository (docs/design.md §11 lists what exists).
+Alert actions: :meth:`PgAlertStore.fire` runs an *async* ``commit_action`` (a cluster worker's
+records the order intent, daemon/cluster_actions.py) per fired action alert inside the firing
+transaction; alerts/pg_actions.py says how, and when their push frames are queued.  Not on
+PostgreSQL yet (refused clearly): notification channels (the outbox's delivery side).
 """
 
 from __future__ import annotations
@@ -37,13 +36,14 @@ from typing import Any, TypeVar
 import asyncpg
 import orjson
 
-from alerts.action_store import CommitAction, PlannedAction
+from alerts.action_store import PlannedAction
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
 from alerts.outbox_store import ChannelRouting
+from alerts.pg_actions import PgCommitAction, commit_actions
 from alerts.pg_changes import notify_gone, notify_reload, notify_set
 from alerts.pg_firing_sql import RECORD as _RECORD
 from alerts.pg_firing_sql import TAKE as _TAKE
-from alerts.pg_push import notify_pushed
+from alerts.pg_push import by_principal, notify_pushed
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
 from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
@@ -199,28 +199,18 @@ class PgAlertStore:
         self,
         firings: Sequence[Firing],
         plans: Mapping[str, PlannedAction] | None = None,
-        commit_action: CommitAction | None = None,
+        commit_action: PgCommitAction | None = None,
     ) -> list[Fired]:
         """Fire every alert of ``firings`` still active, atomically and once across processes; returns
         what fired, in the order given.  Commits are durable when this returns (PostgreSQL's default)."""
-        if plans:
-            raise ValueError(
-                "alerts with an order action cannot fire on PostgreSQL storage yet (the order store has no"
-                ' PostgreSQL implementation): use storage = "sqlite"'
-            )
         if not firings:
             return []
         fired = await self._retrying(
-            lambda conn: self._fire_tx(conn, firings),
+            lambda conn: self._fire_tx(conn, firings, plans or {}, commit_action),
             "firing not confirmed: fire again once PostgreSQL is back (an alert fires at most once)",
         )
-        if self.announce_push is not None:
-            seqs: dict[str, list[int]] = {}
-            for f in fired:
-                if f.push_seq is not None:
-                    seqs.setdefault(f.alert.principal, []).append(f.push_seq)
-            if seqs:
-                self.announce_push(seqs)
+        if self.announce_push is not None and (seqs := by_principal((f.alert.principal, f.push_seq) for f in fired)):
+            self.announce_push(seqs)
         return fired
 
     async def fire_synced_later(self, firings: Sequence[Firing]) -> tuple[list[Fired], asyncio.Future[None]]:
@@ -233,8 +223,14 @@ class PgAlertStore:
     def wake_senders(self, fired: Sequence[Fired]) -> None:
         """Channels are not built on PostgreSQL (see the module docstring): nothing to wake."""
 
-    async def _fire_tx(self, conn: asyncpg.Connection, firings: Sequence[Firing]) -> list[Fired]:
-        """The firing transaction: two statements (:data:`_TAKE`, then :data:`_RECORD`)."""
+    async def _fire_tx(
+        self,
+        conn: asyncpg.Connection,
+        firings: Sequence[Firing],
+        plans: Mapping[str, PlannedAction] | None = None,
+        commit_action: PgCommitAction | None = None,
+    ) -> list[Fired]:
+        """The firing transaction: :data:`_TAKE`, the actions' intents, then :data:`_RECORD`."""
         by_id = {f.alert_id: f for f in firings}
         rows = await conn.fetch(_TAKE, sorted(by_id))
         if not rows:
@@ -244,7 +240,17 @@ class PgAlertStore:
         live = [aid for aid in by_id if aid in records]
         alerts = {aid: alert_of(records[aid]) for aid in live}
         principals = sorted({a.principal for a in alerts.values()})
-        pushed = [aid for aid in live if (s := subs.get(alerts[aid].principal)) is not None and s.matches(alerts[aid])]
+        with_action = {aid: alerts[aid] for aid in live if alerts[aid].action is not None}
+        actions = await commit_actions(
+            conn, with_action, plans or {}, commit_action, max(f.triggered_at for f in firings)
+        )
+        pushed = [
+            aid
+            for aid in live
+            if (s := subs.get(alerts[aid].principal)) is not None
+            and s.matches(alerts[aid])
+            and actions.get(aid, {}).get("status") != "Pending"  # its frame waits for the outcome
+        ]
         pushes = dict.fromkeys(principals, 0)
         for aid in pushed:
             pushes[alerts[aid].principal] += 1
@@ -252,7 +258,7 @@ class PgAlertStore:
         for aid in live:
             polls[alerts[aid].principal] += 1
         now = max(f.triggered_at for f in firings)
-        frames = {aid: dumps(push_frame(alerts[aid], by_id[aid], None)) for aid in pushed}
+        frames = {aid: dumps(push_frame(alerts[aid], by_id[aid], actions.get(aid))) for aid in pushed}
         result = await conn.fetch(
             _RECORD,
             principals,
@@ -264,18 +270,15 @@ class PgAlertStore:
             [by_id[aid].value for aid in live],
             [by_id[aid].bar_time for aid in live],
             [records[aid] for aid in live],
-            [dumps(notification_payload(alerts[aid], by_id[aid], None)) for aid in live],
+            [dumps(notification_payload(alerts[aid], by_id[aid], actions.get(aid))) for aid in live],
             now,
             pushed,
             [frames[aid] for aid in pushed],
         )
         seqs = {r["alert_id"]: int(r["seq"]) for r in result if r["alert_id"] is not None}
-        by_principal: dict[str, list[int]] = {}
-        for aid, seq in seqs.items():
-            by_principal.setdefault(alerts[aid].principal, []).append(seq)
         if self.announce_push is None:
-            await notify_pushed(conn, by_principal)
-        out = [Fired(alerts[aid], by_id[aid], seqs.get(aid), frames.get(aid), None) for aid in live]
+            await notify_pushed(conn, by_principal((alerts[aid].principal, seq) for aid, seq in seqs.items()))
+        out = [Fired(alerts[aid], by_id[aid], seqs.get(aid), frames.get(aid), actions.get(aid)) for aid in live]
         for r in result:
             if r["alert_id"] is None:
                 await self._trim(conn, r["principal"], int(r["push_queued"]), int(r["poll_queued"]))

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from alerts.action_store import CommitAction, PlannedAction
+from alerts.action_store import PlannedAction
 from alerts.models import Alert, Firing, Subscription
 from alerts.store import Fired, QueueLimits
 from alerts.subscription_store import QueuedFrame
@@ -45,7 +45,7 @@ class AlertRepository(Protocol):
         self,
         firings: Sequence[Firing],
         plans: Mapping[str, PlannedAction] | None = None,
-        commit_action: CommitAction | None = None,
+        commit_action: Any = None,
     ) -> list[Fired]: ...
 
     async def fire_synced_later(self, firings: Sequence[Firing]) -> tuple[list[Fired], asyncio.Future[None]]: ...

@@ -86,10 +86,12 @@ class FrontOrders:
                 "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
                 " it is never sent twice",
             }
-        return _result(answer)
+        return placed_result(answer)
 
 
-def _result(answer: Answer) -> dict[str, Any]:
+def placed_result(answer: Answer) -> dict[str, Any]:
+    """place_order's answer for a leader's answer: the single node's shape; a rejection raises
+    OrderRefused (our guard rails, nothing sent) or OrderRejected (the exchange refused it)."""
     if answer.state == "rejected":
         text = answer.error or "rejected"
         if answer.refused:

@@ -117,6 +117,25 @@ def _answer(row: asyncpg.Record) -> Answer:
     return Answer(row["client_order_id"], row["state"], order, body.get("error"), bool(body.get("refused")))
 
 
+async def record_intent_in(
+    conn: asyncpg.Connection, account: str, req: OrderRequest, *, if_absent: bool = False
+) -> None:
+    """Inside the caller's transaction: a ``queued`` intent for ``account``'s leader, woken at commit.
+
+    A client order id already recorded raises ``UniqueViolationError``, or with ``if_absent`` is
+    left as it is (an alert action's id is derived from its alert: recorded at most once)."""
+    conflict = " ON CONFLICT (client_order_id) DO NOTHING" if if_absent else ""
+    await conn.execute(
+        "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
+        " VALUES ($1, $2, $3, $4, 'queued')" + conflict,
+        req.client_order_id,
+        account,
+        req.owner,
+        REQUEST_JSON.dump_json(req).decode(),
+    )
+    await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
+
+
 class OrderIntents:
     """The front's side: record intents and wait for their answers.
 
@@ -139,34 +158,35 @@ class OrderIntents:
         try:
             with unreachable_as("order not recorded, nothing sent", self.db.where):
                 async with self.db.transaction() as conn:
-                    await conn.execute(
-                        "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
-                        " VALUES ($1, $2, $3, $4, 'queued')",
-                        req.client_order_id,
-                        account,
-                        req.owner,
-                        REQUEST_JSON.dump_json(req).decode(),
-                    )
-                    await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
+                    await record_intent_in(conn, account, req)
         except asyncpg.UniqueViolationError as exc:
             raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one") from exc
 
-    async def withdraw(self, client_order_id: str, why: str) -> bool:
+    async def withdraw(self, client_order_id: str, why: str, *, queued_for_s: float = 0.0) -> bool:
         """Answer a still-queued intent ``rejected`` with ``why`` so no leader sends it (True); False
-        once a leader claimed it (its answer will come).  One statement: claim and withdrawal
-        cannot both win."""
+        once a leader claimed it (its answer will come), or when it has been queued for less than
+        ``queued_for_s`` seconds.  One statement: claim and withdrawal cannot both win."""
         with unreachable_as("order not withdrawn", self.db.where):
             async with self.db.transaction() as conn:
                 tag = await conn.execute(
                     "UPDATE cluster_order_intents SET state = 'rejected', answer = $2, answered_at = clock_timestamp()"
-                    " WHERE client_order_id = $1 AND state = 'queued'",
+                    " WHERE client_order_id = $1 AND state = 'queued'"
+                    " AND created_at <= clock_timestamp() - make_interval(secs => $3)",
                     client_order_id,
                     orjson.dumps({"error": why, "refused": True}).decode(),
+                    queued_for_s,
                 )
                 if tag.endswith(" 0"):
                     return False
                 await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
         return True
+
+    async def recorded(self, client_order_id: str) -> bool:
+        """Whether an intent with this id was ever recorded."""
+        found = await self.db.fetchval(
+            "SELECT 1 FROM cluster_order_intents WHERE client_order_id = $1", client_order_id
+        )
+        return found is not None
 
     async def answer(self, client_order_id: str) -> Answer | None:
         """The answer if there is one yet (None: unknown id, or still queued / being sent)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from config.channels import ChannelSettings, resolve_channels
 from config.cluster_settings import ClusterSettings
@@ -26,14 +26,8 @@ DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
 
 
 class Settings(ClusterSettings):
-    """Every setting of the daemon. Field docstrings are the documentation."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="CHARTGEN_",
-        extra="forbid",
-        use_attribute_docstrings=True,
-        validate_default=True,
-    )
+    """Every setting of the daemon. Field docstrings are the documentation (``model_config``: the
+    base class's — ``CHARTGEN_`` environment, unknown keys refused)."""
 
     # --- process -----------------------------------------------------------------------
     data_dir: Path | None = None

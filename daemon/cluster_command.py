@@ -125,6 +125,10 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         if mark.lag_s >= e["max_lag_s"]:
             e["max_lag_s"], e["worst"] = round(mark.lag_s, 3), mark.market
     halted = await db.fetch("SELECT account, reason, halted_by FROM cluster_halt WHERE halted ORDER BY account")
+    actions = await db.fetchrow(
+        "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp()) - MIN(at), 0) AS oldest_s"
+        " FROM alert_actions WHERE state = 'pending'"
+    )
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -145,6 +149,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         ],
         "order_intents": by_account,
         "halted": [{"account": r["account"], "reason": r["reason"], "by": r["halted_by"]} for r in halted],
+        "alert_actions_pending": {"count": int(actions["n"]), "oldest_s": round(float(actions["oldest_s"]), 1)},
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
@@ -172,6 +177,9 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
         lines.append("  none")
     for h in status["halted"]:
         lines.append(f"  {h['account']}: HALTED by {h['by'] or '?'}: {h['reason'] or 'no reason given'}")
+    pending = status["alert_actions_pending"]
+    waiting = f" (oldest {pending['oldest_s']:.0f} s)" if pending["count"] else ""
+    lines.append(f"alert actions waiting for the order leader's answer: {pending['count']}{waiting}")
     lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
     for worker, owned in status["assignment"].items():
         shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")

@@ -20,11 +20,12 @@ A front keeps no state of its own, so any number of them can stand behind a load
 - **place_order** records an order intent for the account's order leader (``chartgen leader``),
   which applies the guard rails and the halt switch and sends it; the front waits for its answer
   (cluster/front_orders.py).  **halt_trading** sets the cluster's halt switch of the account
-  (cluster/halt.py); its cancel-open is carried out by the leader.
+  (cluster/halt.py); its cancel-open is carried out by the leader.  **set_alert with an action**
+  is checked here (daemon/cluster_actions.py); the worker that fires it records the order intent.
 
 Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
 reading orders back (get_orders, cancel_order), positions and balances, schedules, the journal,
-notification channels, alert actions, OAuth and the dashboard — their stores have no PostgreSQL
+notification channels, OAuth and the dashboard — their stores have no PostgreSQL
 implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
@@ -63,6 +64,7 @@ from config import Settings
 from config.migrations import DatabaseError
 from config.postgres import UNREACHABLE, StorageUnavailable
 from daemon.alerts_runtime import engine_default_interval
+from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.push_bus import BusPushListener, BusSettingsError, connect_bus
 from daemon.scheduler import DaemonScheduler
@@ -79,11 +81,6 @@ NOT_ON_FRONT = (
     "Not available on a cluster front yet: order lists, get_orders, cancel_order, positions, balances,"
     " schedules and the journal run on a single-node daemon (chartgen --serve --trade); a front places"
     " single orders (place_order) and halts trading (halt_trading); see docs/cluster.md."
-)
-
-NO_ACTIONS_ON_FRONT = (
-    "action is not available on a cluster front yet: set the alert without it and place the order with"
-    " place_order when it fires, or use a single-node daemon (chartgen --serve --trade) for alert actions"
 )
 
 PUSH_SWEEP_S = 15.0
@@ -187,6 +184,8 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         )
         store = PgAlertStore(db, limits)
         hub = PushHub(store.mark_delivered)
+        intents = OrderIntents(db)
+        stack.push_async_callback(intents.close)
         index = StoredAlerts(lambda: db.fetchval("SELECT COUNT(*) FROM alerts"))
         rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
         service = AlertService(
@@ -196,7 +195,9 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             default_interval=engine_default_interval(settings),
             check_symbol=SymbolDirectory(rest).check,
             max_alerts_per_principal=settings.alerts_max_per_client,
-            no_executor=NO_ACTIONS_ON_FRONT,
+            executor=ClusterActionExecutor(  # type: ignore[arg-type]  # its commit_in is async (PostgreSQL)
+                intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
+            ),
         )
         relay = PushRelay(store, hub)
         member_id = new_member_id("front")
@@ -219,8 +220,6 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         )
         stack.push_async_callback(front.listener.close)
         stack.push_async_callback(_leave, front)
-        intents = OrderIntents(db)
-        stack.push_async_callback(intents.close)
         halt = ClusterHalt(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
         stack.push_async_callback(halt.close)
         services = Services(

@@ -4,7 +4,10 @@ alert evaluation for them, on the cluster's PostgreSQL (docs/design.md §11, doc
 It reads the daemon's settings (``--config`` TOML, ``CHARTGEN_*``): ``postgres_dsn`` (required),
 the exchange and its URLs, ``symbols`` × ``intervals`` (markets followed even without alerts),
 the engine's tuning, ``cluster_heartbeat_s``, ``cluster_liveness_s``, and with ``bus = "nats"``
-``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py).  It keeps no local
+``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py).
+Alert actions: a fired alert's order intent is recorded in its firing transaction for the order
+leader of ``cluster_account`` and its outcome settled when the leader answered
+(daemon/cluster_actions.py).  It keeps no local
 state, so ``--data-dir`` is refused.  It applies the cluster schema at start (migrations are
 advisory-locked: workers starting together migrate once).  SIGTERM/SIGINT leave the membership
 at once (the others take the markets without waiting out the liveness window) and exit 0.
@@ -23,14 +26,18 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
+from alerts.action_runner import ActionRunner
+from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.store import QueueLimits
 from alerts.worker_evaluator import WorkerEvaluator
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment, Membership, new_member_id
+from cluster.orders import OrderIntents
 from config import Settings
-from config.postgres import PostgresDatabase
+from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
+from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
 from daemon.http_server import serving
@@ -46,6 +53,7 @@ from engine.market_data.intervals import to_binance
 log = structlog.get_logger(__name__)
 
 STATUS_EVERY_S = 60.0
+ACTIONS_SETTLE_S = 5.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,7 +101,15 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             Supervisor() as supervisor,
             running_engine(settings, follow_configured=False, sources_out=sources) as engine,
         ):
-            evaluator = WorkerEvaluator(store, engine, PushHub(store.mark_delivered))
+            hub = PushHub(store.mark_delivered)
+            intents = OrderIntents(db)
+            stack.push_async_callback(intents.close)
+            executor = ClusterActionExecutor(
+                intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
+            )
+            actions = ActionRunner(executor, PgActionOutcomes(store), hub)  # type: ignore[arg-type]
+            stack.push_async_callback(actions.close)
+            evaluator = WorkerEvaluator(store, engine, hub, actions=actions)
             worker = Worker(
                 store=store,
                 evaluator=evaluator,
@@ -112,6 +128,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             scheduler = DaemonScheduler()
             scheduler.every("worker-heartbeat", settings.cluster_heartbeat_s, worker.refresh)
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
+            scheduler.every("worker-alert-actions", ACTIONS_SETTLE_S, _settle_actions(actions))
             scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
             try:
                 async with contextlib.AsyncExitStack() as http, scheduler.running():
@@ -134,6 +151,17 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
         notifier.close()
         await stack.aclose()
         await db.close()
+
+
+def _settle_actions(actions: ActionRunner) -> Callable[[], Awaitable[None]]:
+    """The periodic settle of alert actions left pending (a worker that died waiting, a slow leader):
+    any worker may settle any action, once (alerts/pg_actions.py)."""
+
+    async def run() -> None:
+        with contextlib.suppress(StorageUnavailable, *UNREACHABLE):  # the heartbeat reports the outage
+            await actions.finish_pending()
+
+    return run
 
 
 def _log_status(worker: Worker) -> Callable[[], Awaitable[None]]:

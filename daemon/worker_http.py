@@ -52,6 +52,11 @@ class _WorkerCollector(Collector):
         yield CounterMetricFamily("chartgen_worker_alerts_fired", "alerts fired by this worker", w.evaluator.fired)
         yield CounterMetricFamily("chartgen_worker_handovers", "markets taken over", len(w.stats.handover_s))
         yield CounterMetricFamily("chartgen_worker_refreshes", "heartbeats that reached PostgreSQL", w.stats.refreshes)
+        runner = w.evaluator.actions
+        if runner is not None:
+            yield CounterMetricFamily(
+                "chartgen_worker_alert_actions_answered", "alert actions the order leader answered", runner.sent
+            )
         took = w.stats.handover_s
         yield GaugeMetricFamily(
             "chartgen_worker_handover_seconds_max",

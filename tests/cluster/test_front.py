@@ -6,7 +6,8 @@ both and a revocation is refused at both on the next request; an alert set throu
 listed and cancelled through the other and fired by the worker that owns its market; its
 notification arrives on a stream open at the other front, a stream opened at the first front with
 ``Last-Event-ID`` replays it, and it is polled once from either front.  Tools whose stores have
-no PostgreSQL implementation answer that fronts do not serve them yet.
+no PostgreSQL implementation answer that fronts do not serve them yet; an alert action's arguments
+are checked at the front (the actions themselves: tests/cluster/test_cluster_alert_actions.py).
 """
 
 from __future__ import annotations
@@ -165,11 +166,11 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
 
             refused = await call_error(at_a, "get_orders", {})
             assert "Not available on a cluster front" in refused
-            action = {"place_order": {"side": "buy", "type": "market", "quantity": 1}}
+            action = {"place_order": {"side": "buy", "type": "market", "quantity": 1, "client_order_id": "mine"}}
             refused = await call_error(
                 at_a, "set_alert", {"symbol": symbol, "condition": {"price_above": level}, "action": action}
             )
-            assert "action is not available on a cluster front yet" in refused
+            assert "client_order_id is derived from the alert id" in refused  # checked at the front
             subs = await call(at_b, "list_subscriptions")
             assert subs["subscribed"] is True
 

@@ -26,7 +26,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     dsn = await postgres.new_database()
     code, out, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)
     assert code == 0, err
-    assert "alerts v2" in out and "cluster_leases v1" in out and "cluster_orders v2" in out and "cluster_halt v1" in out
+    assert "alerts v3" in out and "cluster_leases v1" in out and "cluster_orders v2" in out and "cluster_halt v1" in out
     code, _, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)  # a second run changes nothing
     assert code == 0, err
 
@@ -60,6 +60,11 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
                 for s in ("BTCUSDT", "ETHUSDT", "SOLUSDT")
             ]
         )
+        await db.execute(
+            "INSERT INTO alert_actions (alert_id, principal, client_order_id, state, outcome, at)"
+            " VALUES ('a1', 'p', 'cg-a-x', 'pending', '{}', $1)",
+            now - 30,
+        )
     finally:
         await db.close()
 
@@ -70,6 +75,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert live == {"worker@a": True, "worker@b": True, "worker@gone": False, "front@a": True}
     assert [(x["name"], x["holder"], x["token"]) for x in status["leases"]] == [("orders/main", "worker@a", 1)]
     assert status["order_intents"] == {"main": {"queued": 1}}
+    assert status["alert_actions_pending"]["count"] == 1 and status["alert_actions_pending"]["oldest_s"] >= 30
     markets = ["BTCUSDT 1h", "ETHUSDT 1h", "SOLUSDT 1h"]
     expected = {w: [m for m in markets if owner_of(m, ["worker@a", "worker@b"]) == w] for w in ("worker@a", "worker@b")}
     assert status["assignment"] == expected and status["markets_with_alerts"] == 3
@@ -77,6 +83,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     code, out, err = await chartgen("cluster", "status", "--postgres-dsn", dsn)
     assert code == 0, err
     assert "orders/main  holder worker@a  token 1" in out and "worker@gone" in out and "dead" in out
+    assert "alert actions waiting for the order leader's answer: 1 (oldest" in out
 
 
 async def test_missing_unreachable_or_unmigrated_postgres_is_a_clear_error(postgres: Any, tmp_path: Path) -> None:
