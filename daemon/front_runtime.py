@@ -22,9 +22,11 @@ A front keeps no state of its own, so any number of them can stand behind a load
   (cluster/front_orders.py).  **halt_trading** sets the cluster's halt switch of the account
   (cluster/halt.py); its cancel-open is carried out by the leader.  **set_alert with an action**
   is checked here (daemon/cluster_actions.py); the worker that fires it records the order intent.
+  **schedule_order**, **list_schedules**, **cancel_schedule** keep the schedules in PostgreSQL
+  (brokers/schedules/pg_store.py); the order leader fires them (daemon/leader_schedules.py).
 
 Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
-reading orders back (get_orders, cancel_order), positions and balances, schedules, the journal,
+reading orders back (get_orders, cancel_order), positions and balances, the journal,
 notification channels, OAuth and the dashboard — their stores have no PostgreSQL
 implementation (docs/cluster.md).
 
@@ -55,11 +57,14 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import QueueLimits
+from brokers.schedules.pg_store import PgScheduleStore
+from brokers.schedules.service import ScheduleService
 from cluster.bus import BusError
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.membership import Membership, new_member_id
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
+from cluster.schedule_runs import IntentRuns
 from config import Settings
 from config.migrations import DatabaseError
 from config.postgres import UNREACHABLE, StorageUnavailable
@@ -78,9 +83,10 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists, get_orders, cancel_order, positions, balances,"
-    " schedules and the journal run on a single-node daemon (chartgen --serve --trade); a front places"
-    " single orders (place_order) and halts trading (halt_trading); see docs/cluster.md."
+    "Not available on a cluster front yet: order lists, get_orders, cancel_order, positions, balances"
+    " and the journal run on a single-node daemon (chartgen --serve --trade); a front places single"
+    " orders (place_order), schedules them (schedule_order) and halts trading (halt_trading); see"
+    " docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -232,6 +238,13 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             not_running=NOT_ON_FRONT,
             halt=halt,
             front_orders=FrontOrders(intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s),
+        )
+        schedule_store = PgScheduleStore(db)
+        services.schedules = ScheduleService(
+            schedule_store,
+            None,
+            runs=IntentRuns(schedule_store, settings.cluster_account),
+            misfire_grace_s=settings.schedule_misfire_grace_s,
         )
         services.market = market_data(settings, session)
         services.agent = agent_settings(settings)

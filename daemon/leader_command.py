@@ -4,8 +4,9 @@ Run two or more (on different hosts): one holds the lease ``orders/<cluster_acco
 orders that fronts record; the others stand by and take over within about ``cluster_leader_ttl_s``
 when it dies (cluster/orders.py says why no order is ever sent twice).  The leader applies the guard
 rails (``trading_max_order_notional``, ``trading_max_daily_notional``, ``trading_allowed_symbols``)
-and the cluster's halt switch to each order before sending it (cluster/leader_admission.py), and
-carries out the halt switch's cancel-open requests.
+and the cluster's halt switch to each order before sending it (cluster/leader_admission.py),
+carries out the halt switch's cancel-open requests, and while it holds the lease fires the
+cluster's scheduled orders (daemon/leader_schedules.py; ``schedule_misfire_grace_s``).
 
 It reads the daemon's settings: ``postgres_dsn`` (required), the Binance keys (required: a cluster
 leads Binance accounts, whose signed requests expire after ``recvWindow`` — what fences a paused
@@ -35,12 +36,16 @@ from starlette.routing import Route
 
 from brokers.binance_broker import BinanceBroker
 from brokers.order_checks import SafetyLimits
+from brokers.schedules.pg_store import PgScheduleStore
+from brokers.schedules.service import ScheduleService
 from cluster.membership import Membership, new_member_id
 from cluster.order_leader import OrderLeader, run_leader
+from cluster.schedule_runs import IntentRuns
 from config import Settings
 from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.http_server import serving
+from daemon.leader_schedules import SYNC_S, LeaderSchedules
 from daemon.metrics import CONTENT_TYPE
 from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
@@ -153,6 +158,18 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
         scheduler = DaemonScheduler()
         scheduler.every("leader-heartbeat", settings.cluster_heartbeat_s, role.heartbeat)
         scheduler.every("binance-time-sync", TIME_SYNC_EVERY_S, _time_sync(broker))  # failures: logged by the scheduler
+        schedules = LeaderSchedules(
+            ScheduleService(
+                (store := PgScheduleStore(db)),
+                None,
+                runs=IntentRuns(store, settings.cluster_account),
+                audit=_log_lines,
+                jobs=scheduler,
+                misfire_grace_s=settings.schedule_misfire_grace_s,
+            ),
+            lambda: leader.leading,
+        )
+        scheduler.every("leader-schedules", SYNC_S, schedules.sync)
         async with Supervisor() as supervisor, scheduler.running(), contextlib.AsyncExitStack() as http:
             supervisor.start("order-leader", lambda: run_leader(leader, stop, idle_s=ttl / 6))
             url = None
@@ -172,6 +189,12 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
         notifier.close()
         await broker.close()
         await db.close()
+
+
+async def _log_lines(lines: Sequence[str]) -> None:
+    """The schedules' audit lines (a single node writes them to trades.log; a leader logs them)."""
+    for line in lines:
+        log.info("schedule_audit", line=line)
 
 
 def _time_sync(broker: BinanceBroker):  # type: ignore[no-untyped-def]

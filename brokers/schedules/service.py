@@ -2,7 +2,10 @@
 
 The ``schedules`` table (:mod:`brokers.schedules.store`) is the truth; the daemon's one
 APScheduler (``daemon/scheduler.py``, behind :class:`JobHost`) only says *when*: each active
-schedule is a job there, re-added from the table at every start.
+schedule is a job there, re-added from the table at every start.  Where a run's order goes is a
+:class:`ScheduleRuns`: on a single node :class:`~brokers.schedules.order_runs.OrderServiceRuns`
+(described below); on a cluster the order leader's intents (cluster/schedule_runs.py, with the
+table in PostgreSQL: brokers/schedules/pg_store.py).
 
 **One order per scheduled time.**  A run for scheduled time T places one order whose client
 order id is ``cg-<schedule id>-<T as epoch seconds>`` (:func:`client_id`), deterministic and at
@@ -49,13 +52,12 @@ from typing import Any, Protocol
 import structlog
 from apscheduler.triggers.base import BaseTrigger
 
-from brokers.filters import FilterError
-from brokers.guard import OrderRefused, order_value
-from brokers.models import Actor, BrokerError, OrderRejected, OrderRequest, state_name
-from brokers.order_args import OrderInputError, parse_order
+from brokers.models import Actor
+from brokers.order_args import parse_order
 from brokers.order_args import plain_decimal as plain
-from brokers.schedules.spec import SCHEDULE_KEYS, ScheduleInputError, ScheduleSpec, next_fire, parse_spec, plan
-from brokers.schedules.store import ACTIVE, CANCELLED, FINISHED, ScheduleRow, ScheduleStore
+from brokers.schedules.order_runs import OrderServiceRuns
+from brokers.schedules.spec import SCHEDULE_KEYS, ScheduleInputError, ScheduleSpec, iso, next_fire, parse_spec, plan
+from brokers.schedules.store import ACTIVE, CANCELLED, FINISHED, ScheduleRepository, ScheduleRow, ScheduleStore
 from brokers.service import UNATTENDED_PREFIX, OrderService
 
 log = structlog.get_logger(__name__)
@@ -84,29 +86,42 @@ def client_id(schedule_id: str, due: datetime) -> str:
     return cid
 
 
-def _iso(dt: datetime | None) -> str | None:
-    return None if dt is None else dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def _at(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
+class ScheduleRuns(Protocol):
+    """Where a schedule's orders go (a single node's order service, or a cluster's order leader)."""
+
+    async def check(self, fields: dict[str, Any]) -> list[str]:
+        """At schedule_order: what can be checked before any run (ScheduleInputError); warnings."""
+        ...
+
+    async def run(self, row: ScheduleRow, due: datetime, cid: str, ends: bool, now: float) -> tuple[str, str]:
+        """One run for scheduled time ``due`` (order ``cid``): settle the schedule's progress (``ends``
+        finishes it) and place or record the order; returns ("run" | "refused", the audit line)."""
+        ...
+
+
 class ScheduleService:
-    """Scheduled orders of every principal, run through one order service."""
+    """Scheduled orders of every principal, run through one order path (:class:`ScheduleRuns`)."""
 
     def __init__(
         self,
-        store: ScheduleStore,
-        orders: OrderService,
+        store: ScheduleRepository,
+        orders: OrderService | None,
         *,
+        runs: ScheduleRuns | None = None,
         audit: AuditWriter | None = None,
         jobs: JobHost | None = None,
         misfire_grace_s: float = DEFAULT_MISFIRE_GRACE_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
-        self.orders = orders
+        if runs is None:
+            assert orders is not None and isinstance(store, ScheduleStore), "a single node's runs need its orders"
+            runs = OrderServiceRuns(orders, store)
+        self.runs = runs
         self.jobs = jobs
         self.misfire_grace_s = misfire_grace_s
         self._audit = audit
@@ -125,7 +140,7 @@ class ScheduleService:
                 "client_order_id cannot be given: each run's id is derived from the schedule id and its time"
             )
         fields = parse_order(order_args)
-        await self._check_order(fields)
+        warnings = await self.runs.check(fields)
         now = self._clock()
         trigger = spec.trigger(now)
         first = next_fire(trigger, _at(now))
@@ -143,7 +158,8 @@ class ScheduleService:
         await self.store.insert(row)
         self._add_job(row, trigger, catch_up=False)
         await self._write(f"SCHEDULE-CREATED id={row.id} {self._order_text(fields)} {spec.describe()}")
-        return {"schedule_id": row.id, "next_run_at": _iso(first), **self._timing(row, spec)}
+        out = {"schedule_id": row.id, "next_run_at": iso(first), **self._timing(row, spec)}
+        return out | ({"warnings": warnings} if warnings else {})
 
     async def listing(self, actor: Actor) -> list[dict[str, Any]]:
         """list_schedules: the actor's own schedules (everyone's for an admin), newest first."""
@@ -156,13 +172,13 @@ class ScheduleService:
                 entry["owner"] = row.owner
             entry |= self._timing(row, spec)
             entry["runs_done"] = row.runs_done
-            entry["last_completed_at"] = None if row.last_fire_at is None else _iso(_at(row.last_fire_at))
+            entry["last_completed_at"] = None if row.last_fire_at is None else iso(_at(row.last_fire_at))
             nxt = None
             if row.status == ACTIVE:
                 after = _at(row.last_fire_at if row.last_fire_at is not None else row.created_at)
                 nxt = next_fire(spec.trigger(row.created_at), max(now, after))
-            entry["next_run_at"] = _iso(nxt)
-            entry["created_at"] = _iso(_at(row.created_at))
+            entry["next_run_at"] = iso(nxt)
+            entry["created_at"] = iso(_at(row.created_at))
             out.append(entry)
         return out
 
@@ -185,15 +201,24 @@ class ScheduleService:
     async def start(self) -> int:
         """(Re)add every active schedule to the scheduler; one with a due or missed time also gets a
         catch-up firing at once (the misfire policy decides there).  Returns the number added."""
-        now = _at(self._clock())
         rows = await self.store.active()
+        self.load(rows)
+        log.info("schedules_loaded", active=len(rows))
+        return len(rows)
+
+    def load(self, rows: Sequence[ScheduleRow]) -> None:
+        """Add these active schedules' jobs (:meth:`start` for all; a cluster's leader as they appear)."""
+        now = _at(self._clock())
         for row in rows:
             trigger = parse_spec(row.timing()).trigger(row.created_at)
             after = _at(row.last_fire_at if row.last_fire_at is not None else row.created_at)
             pending = plan(trigger, after, now, self.misfire_grace_s).kind != "idle"
             self._add_job(row, trigger, catch_up=pending)
-        log.info("schedules_loaded", active=len(rows))
-        return len(rows)
+
+    def unload(self, schedule_ids: Sequence[str]) -> None:
+        """Remove these schedules' jobs (a cluster's leader that lost its lease, or a schedule that ended)."""
+        for sid in schedule_ids:
+            self._remove_job(sid)
 
     async def fire(self, schedule_id: str) -> str:
         """One firing of a schedule: what is due now per the misfire policy.  Returns what it did
@@ -218,14 +243,14 @@ class ScheduleService:
                 ends = next_fire(trigger, decision.settled + timedelta(seconds=1)) is None
                 await self.store.settle(row.id, decision.settled.timestamp(), ran=False, finished=ends, now=now_ts)
                 await self._write(
-                    f"SCHEDULE-SKIPPED id={row.id} due={_iso(decision.due)} reason=missed by {late}s, more than "
+                    f"SCHEDULE-SKIPPED id={row.id} due={iso(decision.due)} reason=missed by {late}s, more than "
                     f"misfire_grace_s={self.misfire_grace_s:g} (every missed time up to now skipped)"
                 )
                 return await self._finished(row, row.runs_done) if ends else "skipped"
             if decision.coalesced:
                 await self._write(
-                    f"SCHEDULE-COALESCED id={row.id} due={_iso(decision.first_due)}..{_iso(decision.due)} "
-                    f"into one run at {_iso(decision.due)}"
+                    f"SCHEDULE-COALESCED id={row.id} due={iso(decision.first_due)}..{iso(decision.due)} "
+                    f"into one run at {iso(decision.due)}"
                 )
             return await self._run(row, trigger, decision.due, now_ts)
 
@@ -235,40 +260,9 @@ class ScheduleService:
         ends = (row.max_runs is not None and runs >= row.max_runs) or next_fire(
             trigger, datetime.fromtimestamp(due.timestamp() + 1, UTC)
         ) is None
-        head = f"id={row.id} due={_iso(due)} order={cid}"
-        if await self.orders.store.get(cid) is not None:  # admitted before a crash: never a second order
-            await self._settle(row, due, ends, now)
-            await self._write(f"SCHEDULE-RUN {head} outcome=already placed (found after a restart; not re-sent)")
-            return await self._finished(row, runs) if ends else "run"
-        try:
-            req = OrderRequest(**{**parse_order(row.order_args), "client_order_id": cid, "owner": row.owner})
-            await self.orders.guard.admit(req)
-        except (OrderInputError, BrokerError) as exc:
-            if isinstance(exc, OrderRefused) and "already used" in str(exc):
-                await self._settle(row, due, ends, now)
-                await self._write(f"SCHEDULE-RUN {head} outcome=already placed (not re-sent)")
-                return await self._finished(row, runs) if ends else "run"
-            await self._settle(row, due, ends, now)
-            await self._write(f"SCHEDULE-REFUSED {head} reason={exc}")
-            log.warning("schedule_run_refused", schedule_id=row.id, due=_iso(due), reason=str(exc))
-            return await self._finished(row, runs) if ends else "refused"
-        await self._settle(row, due, ends, now)
-        try:
-            result = await self.orders.send_recorded(req)
-        except OrderRejected as exc:
-            if "duplicate" in str(exc).lower():
-                await self._write(f"SCHEDULE-RUN {head} outcome=already placed (the exchange has this client id)")
-                return await self._finished(row, runs) if ends else "run"
-            await self._write(f"SCHEDULE-REFUSED {head} reason={exc}")
-            return await self._finished(row, runs) if ends else "refused"
-        except BrokerError as exc:
-            await self._write(f"SCHEDULE-RUN {head} outcome=error, left to reconciliation: {exc}")
-            return await self._finished(row, runs) if ends else "run"
-        await self._write(f"SCHEDULE-RUN {head} status={result.get('status', state_name('UNKNOWN'))}")
-        return await self._finished(row, runs) if ends else "run"
-
-    async def _settle(self, row: ScheduleRow, due: datetime, ends: bool, now: float) -> None:
-        await self.store.settle(row.id, due.timestamp(), ran=True, finished=ends, now=now)
+        kind, line = await self.runs.run(row, due, cid, ends, now)
+        await self._write(line)
+        return await self._finished(row, runs) if ends else kind
 
     async def _finished(self, row: ScheduleRow, runs: int) -> str:
         self._remove_job(row.id)
@@ -276,40 +270,6 @@ class ScheduleService:
         return "finished"
 
     # --- helpers --------------------------------------------------------------------------
-    async def _check_order(self, fields: dict[str, Any]) -> None:
-        """What the guard can check without sending: allow-list, symbol listed and trading, price and
-        lot filters; with a reference price at hand, minimum notional and the per-order limit too."""
-        guard = self.orders.guard
-        symbol = fields["symbol"]
-        allowed = guard.limits.allowed_symbols
-        if allowed and symbol not in allowed:
-            raise ScheduleInputError(f"{symbol} is not in the allowed symbols ({', '.join(sorted(allowed))})")
-        rules = await guard.rules(symbol)
-        market = fields["type"] == "MARKET"
-        try:
-            if fields.get("price") is not None:
-                rules.check_price(fields["price"])
-            if fields.get("quantity") is not None:
-                rules.check_quantity(fields["quantity"], market=market)
-        except FilterError as exc:
-            raise ScheduleInputError(str(exc)) from None
-        try:
-            ref = await guard.reference_price(symbol)
-        except (OrderInputError, BrokerError):
-            return  # no price now: checked again at each run
-        req = OrderRequest(**{**fields, "owner": None})
-        if req.quantity is not None:
-            try:
-                rules.check_notional(req.quantity, req.price if req.price is not None else ref.price, market=market)
-            except FilterError as exc:
-                raise ScheduleInputError(str(exc)) from None
-        cap = guard.limits.max_order_notional
-        value = order_value(req, ref.price)
-        if cap is not None and value > cap:
-            raise ScheduleInputError(
-                f"each run's order value {plain(value)} exceeds the per-order limit {plain(cap)} at today's price"
-            )
-
     def _add_job(self, row: ScheduleRow, trigger: BaseTrigger, *, catch_up: bool) -> None:
         if self.jobs is not None:
             sid = row.id

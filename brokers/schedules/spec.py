@@ -203,3 +203,8 @@ def plan(trigger: BaseTrigger, after: datetime, now: datetime, grace_s: float, *
     if latest is None:
         return Plan("skip", due=first, first_due=first, settled=now)
     return Plan("run", due=latest, first_due=first, settled=latest)
+
+
+def iso(dt: datetime | None) -> str | None:
+    """A scheduled time as chartgen prints it: ISO 8601 UTC with ``Z``."""
+    return None if dt is None else dt.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from brokers.models import Actor
 from config.database import Database, Migrations
@@ -87,6 +87,19 @@ def _row(r: Any) -> ScheduleRow:
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),
     )
+
+
+class ScheduleRepository(Protocol):
+    """What the schedule service needs of its table: :class:`ScheduleStore` (SQLite) or
+    :class:`brokers.schedules.pg_store.PgScheduleStore` (a cluster's PostgreSQL)."""
+
+    async def insert(self, row: ScheduleRow) -> None: ...
+    async def get(self, schedule_id: str) -> ScheduleRow | None: ...
+    async def active(self) -> list[ScheduleRow]: ...
+    async def count_active(self, owner: str | None) -> int: ...
+    async def visible(self, actor: Actor, limit: int = 500) -> list[ScheduleRow]: ...
+    async def settle(self, schedule_id: str, settled: float, *, ran: bool, finished: bool, now: float) -> bool: ...
+    async def set_status(self, schedule_id: str, status: str, now: float) -> bool: ...
 
 
 class ScheduleStore:

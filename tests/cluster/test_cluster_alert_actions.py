@@ -168,3 +168,68 @@ async def test_an_alert_action_fires_once_through_the_leader_and_its_outcome_is_
 
 async def _indexed(http: aiohttp.ClientSession, url: str, want: int) -> bool:
     return (await _ready(http, url))["alerts"] == want
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_while_its_action_waits_is_settled_by_another_once(
+    sim: Any, cluster: tuple[str, PostgresDatabase], tmp_path: Path
+) -> None:
+    """No leader runs when the alert fires, so the firing worker waits for an answer; it is SIGKILLed
+    then.  A leader starts and sends the queued intent; a second worker, which never saw the
+    firing, settles the action: one order on the exchange, the outcome pushed once."""
+    dsn, db = cluster
+    token, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=ALL_SCOPES)
+    await PgAlertStore(db).subscribe(Subscription(principal="alice"), 0.0)
+    wait = {"CHARTGEN_CLUSTER_ORDER_WAIT_S": "60"}  # the worker waits for a leader longer than the test's gap
+    env = leader_env(dsn, sim.url, CHARTGEN_INTERVALS="1m", CHARTGEN_CLUSTER_HEARTBEAT_S="0.5", **wait)
+    front_env = {k: v for k, v in env.items() if not k.startswith("BINANCE_")}
+    workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0, env=wait)
+    front: DaemonProc | None = None
+    leaders: list[asyncio.subprocess.Process] = []
+    base = {s: float(p) for s, p in sim.exchange.start_prices()}
+    symbol = SYMBOLS[0]
+    try:
+        await workers.start(http=True)
+        front = await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env)
+        await front.wait_ready()
+        first = (await until(lambda: workers.settled(db, 1), DEADLINE_S))[f"{symbol} 1m"]
+        worker_url = await workers.http_url(0)
+        headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        async with (
+            aiohttp.ClientSession() as http,
+            mcp_client(front.mcp_url, token) as client,
+            http.get(f"{front.base}/sse", headers=headers) as stream,
+        ):
+            action = {"place_order": {"side": "buy", "type": "market", "quantity": 40}}
+            made = await _set(
+                client, {"symbol": symbol, "condition": {"price_above": base[symbol] * 1.01}, "action": action}
+            )
+            await until(lambda: _indexed(http, worker_url, 1), DEADLINE_S)
+            async with http.post(
+                f"{sim.url}/sim/v1/price", json={"symbol": symbol, "price": f"{base[symbol] * 1.015:.8f}"}
+            ) as r:
+                assert r.status == 200
+            await until(lambda: _pending(db, made["alert_id"]), DEADLINE_S)  # fired; its intent queued
+            workers.kill(first)
+
+            leaders.append(await start_leader(env))
+            await until(lambda: lease_holder(db), DEADLINE_S)
+            await workers.start(http=True)  # never saw the firing: settles it from PostgreSQL
+            frames = await _frames(stream, 1)
+            done = frames[made["alert_id"]]["action"]
+            cid = action_client_id(made["alert_id"])
+            assert done["order_id"] == cid and done["status"] == "Filled", done
+            assert [o.client_order_id for o in sim.exchange.account.orders.values()] == [cid]
+        state = await db.fetchval("SELECT state FROM alert_actions WHERE alert_id = $1", made["alert_id"])
+        frames_queued = await db.fetchval("SELECT COUNT(*) FROM push_queue WHERE alert_id = $1", made["alert_id"])
+        assert (state, frames_queued) == ("done", 1)
+    finally:
+        if front is not None:
+            await front.stop()
+        await workers.close()
+        await stop_leaders(leaders)
+
+
+async def _pending(db: PostgresDatabase, alert_id: str) -> bool:
+    state = await db.fetchval("SELECT state FROM alert_actions WHERE alert_id = $1", alert_id)
+    return state == "pending"
