@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
 from brokers.schedules.pg_store import PG_SCHEDULE_MIGRATIONS
+from cluster.account_mirror import ACCOUNT_MIGRATIONS
 from cluster.halt import HALT_MIGRATIONS
 from cluster.lease import LEASE_MIGRATIONS, Leases
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
@@ -54,6 +55,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     MARK_MIGRATIONS,
     PG_TOKEN_MIGRATIONS,
     PG_SCHEDULE_MIGRATIONS,
+    ACCOUNT_MIGRATIONS,
 )
 
 

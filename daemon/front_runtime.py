@@ -25,8 +25,11 @@ A front keeps no state of its own, so any number of them can stand behind a load
   **schedule_order**, **list_schedules**, **cancel_schedule** keep the schedules in PostgreSQL
   (brokers/schedules/pg_store.py); the order leader fires them (daemon/leader_schedules.py).
 
+**get_orders** and **get_balance** read the order leader's mirror of the account
+(cluster/account_mirror.py).
+
 Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
-reading orders back (get_orders, cancel_order), positions and balances, the journal,
+cancel_order, positions, the journal,
 notification channels, OAuth and the dashboard — their stores have no PostgreSQL
 implementation (docs/cluster.md).
 
@@ -59,6 +62,7 @@ from alerts.service import AlertService
 from alerts.store import QueueLimits
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
+from cluster.account_mirror import AccountView
 from cluster.bus import BusError
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
@@ -83,10 +87,10 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists, get_orders, cancel_order, positions, balances"
-    " and the journal run on a single-node daemon (chartgen --serve --trade); a front places single"
-    " orders (place_order), schedules them (schedule_order) and halts trading (halt_trading); see"
-    " docs/cluster.md."
+    "Not available on a cluster front yet: order lists, cancel_order, positions and the journal run on a"
+    " single-node daemon (chartgen --serve --trade); a front places single orders (place_order), schedules"
+    " them (schedule_order), lists them (get_orders), shows the balances (get_balance) and halts trading"
+    " (halt_trading); see docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -246,6 +250,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             runs=IntentRuns(schedule_store, settings.cluster_account),
             misfire_grace_s=settings.schedule_misfire_grace_s,
         )
+        services.front_account = AccountView(db, settings.cluster_account)
         services.market = market_data(settings, session)
         services.agent = agent_settings(settings)
         supervisor.start("push-relay", relay.run)

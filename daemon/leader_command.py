@@ -6,7 +6,8 @@ when it dies (cluster/orders.py says why no order is ever sent twice).  The lead
 rails (``trading_max_order_notional``, ``trading_max_daily_notional``, ``trading_allowed_symbols``)
 and the cluster's halt switch to each order before sending it (cluster/leader_admission.py),
 carries out the halt switch's cancel-open requests, and while it holds the lease fires the
-cluster's scheduled orders (daemon/leader_schedules.py; ``schedule_misfire_grace_s``).
+cluster's scheduled orders (daemon/leader_schedules.py; ``schedule_misfire_grace_s``) and mirrors
+the account's balances and its orders' states for the fronts (cluster/account_mirror.py).
 
 It reads the daemon's settings: ``postgres_dsn`` (required), the Binance keys (required: a cluster
 leads Binance accounts, whose signed requests expire after ``recvWindow`` — what fences a paused
@@ -38,6 +39,7 @@ from brokers.binance_broker import BinanceBroker
 from brokers.order_checks import SafetyLimits
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
+from cluster.account_mirror import MIRROR_S, AccountMirror
 from cluster.membership import Membership, new_member_id
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.schedule_runs import IntentRuns
@@ -170,6 +172,8 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
             lambda: leader.leading,
         )
         scheduler.every("leader-schedules", SYNC_S, schedules.sync)
+        mirror = AccountMirror(db, broker, settings.cluster_account)
+        scheduler.every("leader-account-mirror", MIRROR_S, _mirror_job(mirror, leader))
         async with Supervisor() as supervisor, scheduler.running(), contextlib.AsyncExitStack() as http:
             supervisor.start("order-leader", lambda: run_leader(leader, stop, idle_s=ttl / 6))
             url = None
@@ -189,6 +193,14 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
         notifier.close()
         await broker.close()
         await db.close()
+
+
+def _mirror_job(mirror: AccountMirror, leader: OrderLeader):  # type: ignore[no-untyped-def]
+    async def run() -> None:  # the lease holder only: one writer, and the one with the keys in use
+        if leader.leading:
+            await mirror.refresh()  # the exchange or PostgreSQL away: the scheduler logs it; the snapshot ages
+
+    return run
 
 
 async def _log_lines(lines: Sequence[str]) -> None:

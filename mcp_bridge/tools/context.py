@@ -13,7 +13,7 @@ from alerts.feed import NotificationFeed
 from alerts.push import PushHub
 from alerts.service import AlertService
 from brokers.halt import HaltState
-from brokers.models import OrderRequest
+from brokers.models import Actor, OrderRequest
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
 from engine.charts.service import ChartService
@@ -39,6 +39,15 @@ class OrderPlacer(Protocol):
     async def place_parsed(
         self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
     ) -> dict[str, Any]: ...
+
+
+class AccountReader(Protocol):
+    """What get_orders and get_balance read: the single node's OrderService, or a cluster front's
+    mirror of the account (cluster/account_mirror.py)."""
+
+    async def get_orders(self, filter_: Any, *, actor: Actor) -> list[dict[str, Any]]: ...
+
+    async def get_balance(self) -> dict[str, Any]: ...
 
 
 class HaltControl(Protocol):
@@ -92,6 +101,8 @@ class Services:
     cluster/halt.py), or None."""
     front_orders: OrderPlacer | None = None
     """A cluster front's place_order (cluster/front_orders.py), or None."""
+    front_account: AccountReader | None = None
+    """A cluster front's get_orders and get_balance (cluster/account_mirror.py), or None."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
     journal: JournalStore | None = None
@@ -106,6 +117,11 @@ class Services:
     def order_placer(self) -> OrderPlacer | None:
         """Where place_order goes: the order service, else a front's order intents, else None."""
         return self.orders if self.orders is not None else self.front_orders
+
+    @property
+    def account_reader(self) -> AccountReader | None:
+        """Where get_orders and get_balance read: the order service, else a front's mirror, else None."""
+        return self.orders if self.orders is not None else self.front_account
 
     def not_running_note(self) -> str:
         return self.not_running or ENGINE_NOT_RUNNING

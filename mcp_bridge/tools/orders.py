@@ -28,7 +28,7 @@ from brokers.service import OrderInputError, OrderService
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
-from mcp_bridge.tools.context import ToolResult
+from mcp_bridge.tools.context import AccountReader, ToolResult
 from mcp_bridge.tools.unit import ToolContext, ToolUnit, WireArgs
 
 
@@ -139,8 +139,14 @@ async def cancel_order(ctx: ToolContext, args: CancelOrderArgs) -> ToolResult:
     return await _answer("cancel", _svc(ctx).cancel_order(args.order_id, actor=ctx.actor()))
 
 
+def _account(ctx: ToolContext) -> AccountReader:
+    reader = ctx.services.account_reader
+    assert reader is not None  # the unit's `needs` answered "not running" before
+    return reader
+
+
 async def get_orders(ctx: ToolContext, args: GetOrdersArgs) -> ToolResult:
-    return await _answer("orders lookup", _svc(ctx).get_orders(args.filter, actor=ctx.actor()))
+    return await _answer("orders lookup", _account(ctx).get_orders(args.filter, actor=ctx.actor()))
 
 
 async def get_positions(ctx: ToolContext, args: GetPositionsArgs) -> ToolResult:
@@ -148,7 +154,7 @@ async def get_positions(ctx: ToolContext, args: GetPositionsArgs) -> ToolResult:
 
 
 async def get_balance(ctx: ToolContext, args: GetBalanceArgs) -> ToolResult:
-    return await _answer("balance lookup", _svc(ctx).get_balance())
+    return await _answer("balance lookup", _account(ctx).get_balance())
 
 
 def _unit(name: str, args: type[WireArgs], handler: Any, needs: str = "orders") -> ToolUnit[Any]:
@@ -161,8 +167,8 @@ PLACE_ORDER = _unit("place_order", PlaceOrderArgs, place_order, needs="order_pla
 CHARTGEN_UNITS = (
     PLACE_ORDER,
     _unit("cancel_order", CancelOrderArgs, cancel_order),
-    _unit("get_orders", GetOrdersArgs, get_orders),
+    _unit("get_orders", GetOrdersArgs, get_orders, needs="account_reader"),
     _unit("get_positions", GetPositionsArgs, get_positions),
-    _unit("get_balance", GetBalanceArgs, get_balance),
+    _unit("get_balance", GetBalanceArgs, get_balance, needs="account_reader"),
 )
 PLACE_OCO = _unit("place_oco", PlaceOcoArgs, place_oco)

@@ -1,0 +1,229 @@
+"""The exchange account as a cluster's fronts see it: the order leader mirrors the account's balances
+and the state of its orders into PostgreSQL; fronts answer ``get_balance`` and ``get_orders`` from it.
+
+Fronts hold no exchange keys, so they cannot ask the exchange.  The holder of the order lease —
+which has the keys — refreshes the mirror every :data:`MIRROR_S` (:meth:`AccountMirror.refresh`,
+a job of ``chartgen leader``): the account's balances (``GET /api/v3/account``, weight 20), and for
+every order of the account's intents the leader last saw open (``NEW``, ``PARTIALLY_FILLED``), its
+state now — the symbol's open orders (weight 6 per symbol), and the order itself for one no longer
+open (weight 4) — written into the intent's answer.  So an answer is what the exchange said when the
+mirror was last refreshed: every reply says as of when (``as_of``), and a front refuses to answer
+from a balance snapshot older than :data:`STALE_S` (the leader is down or cannot reach the
+exchange) rather than present it as current.
+
+:class:`AccountView` is the fronts' side: ``get_orders`` lists the caller's orders placed through
+the cluster (every principal's for an admin token) with the single node's fields, ``get_balance``
+the snapshot.  Not mirrored: fills (so ``get_positions``, whose cost basis needs them, is not served
+by fronts) and orders placed outside the cluster (they show in the balances only).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import structlog
+
+from brokers.binance_broker import BinanceBroker
+from brokers.models import OPEN, Actor, ExchangeOrder, state_name
+from brokers.order_args import OrderInputError
+from brokers.order_args import plain_decimal as plain
+from cluster.orders import ORDER_JSON, REQUEST_JSON
+from config.migrations import Migrations
+from config.postgres import PostgresDatabase, unreachable_as
+
+log = structlog.get_logger(__name__)
+
+MIRROR_S = 10.0
+"""How often the leader refreshes the mirror."""
+STALE_S = 60.0
+"""A balance snapshot older than this is not answered (the leader or the exchange is away)."""
+
+ACCOUNT_MIGRATIONS = Migrations(
+    "cluster_account",
+    (
+        (
+            1,
+            """
+            CREATE TABLE cluster_account_balances (
+                account TEXT NOT NULL,
+                asset TEXT NOT NULL,
+                free NUMERIC NOT NULL,
+                locked NUMERIC NOT NULL,
+                PRIMARY KEY (account, asset)
+            );
+            CREATE TABLE cluster_account_mirror (
+                account TEXT PRIMARY KEY,
+                broker TEXT NOT NULL,
+                refreshed_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+        ),
+    ),
+)
+
+
+class AccountMirror:
+    """The leader's side: :meth:`refresh` writes the account's balances and its orders' states."""
+
+    def __init__(self, db: PostgresDatabase, broker: BinanceBroker, account: str) -> None:
+        self.db = db
+        self.broker = broker
+        self.account = account
+        self.refreshes = 0
+
+    async def refresh(self) -> int:
+        """One refresh (balances, then the orders last seen open); returns how many orders changed.
+        An exchange or PostgreSQL failure raises (the job logs it; the snapshot keeps its time)."""
+        balances = await self.broker.balances()
+        rows = await self.db.fetch(
+            "SELECT client_order_id, answer FROM cluster_order_intents WHERE account = $1 AND state = 'placed'",
+            self.account,
+        )
+        seen_open: list[ExchangeOrder] = []
+        for r in rows:
+            order = _order_of(r["answer"])
+            if order is not None and order.status in OPEN:
+                seen_open.append(order)
+        now_open: dict[str, ExchangeOrder] = {}
+        for symbol in sorted({o.symbol for o in seen_open}):
+            now_open |= {o.client_order_id: o for o in await self.broker.open_orders(symbol)}
+        changed: list[ExchangeOrder] = []
+        for order in seen_open:
+            current = now_open.get(order.client_order_id) or await self.broker.query(
+                order.symbol, order.client_order_id
+            )
+            if current is not None and _changed(order, current):
+                changed.append(current)
+        with unreachable_as("account mirror not refreshed", self.db.where):
+            async with self.db.transaction() as conn:
+                await conn.execute("DELETE FROM cluster_account_balances WHERE account = $1", self.account)
+                await conn.executemany(
+                    "INSERT INTO cluster_account_balances (account, asset, free, locked) VALUES ($1, $2, $3, $4)",
+                    [(self.account, b.asset, b.free, b.locked) for b in balances if b.free or b.locked],
+                )
+                await conn.execute(
+                    "INSERT INTO cluster_account_mirror (account, broker, refreshed_at)"
+                    " VALUES ($1, $2, clock_timestamp()) ON CONFLICT (account)"
+                    " DO UPDATE SET broker = excluded.broker, refreshed_at = excluded.refreshed_at",
+                    self.account,
+                    self.broker.name,
+                )
+                for order in changed:
+                    await conn.execute(
+                        "UPDATE cluster_order_intents SET answer = $2 WHERE client_order_id = $1 AND state = 'placed'",
+                        order.client_order_id,
+                        orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode(),  # as the leader
+                    )
+        self.refreshes += 1
+        if changed:
+            log.info("account_mirror_orders", changed=len(changed), open=len(seen_open))
+        return len(changed)
+
+
+def _order_of(answer: str | None) -> ExchangeOrder | None:
+    body = orjson.loads(answer) if answer else {}
+    return ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
+
+
+def _changed(old: ExchangeOrder, new: ExchangeOrder) -> bool:
+    return (old.status, old.executed_qty, old.cumulative_quote) != (new.status, new.executed_qty, new.cumulative_quote)
+
+
+class AccountView:
+    """The fronts' side: get_orders and get_balance from the mirror (see the module docstring)."""
+
+    def __init__(self, db: PostgresDatabase, account: str, *, stale_s: float = STALE_S) -> None:
+        self.db = db
+        self.account = account
+        self.stale_s = stale_s
+
+    async def get_orders(self, filter_: Any, *, actor: Actor) -> list[dict[str, Any]]:
+        """``actor``'s orders placed through the cluster (everyone's for an admin), newest first;
+        ``filter_`` "open" or "all"."""
+        if actor.principal is None and not actor.admin:
+            return []
+        with unreachable_as("orders not read", self.db.where):
+            rows = await self.db.fetch(
+                "SELECT i.client_order_id, i.request, i.state, i.answer, i.created_at, i.answered_at,"
+                " m.refreshed_at FROM cluster_order_intents i"
+                " LEFT JOIN cluster_account_mirror m ON m.account = i.account"
+                " WHERE i.account = $1 AND ($2 OR i.owner = $3) ORDER BY i.created_at DESC LIMIT 500",
+                self.account,
+                actor.admin,
+                actor.principal,
+            )
+        listed = [_listing(r) for r in rows]
+        if filter_ == "open":
+            listed = [x for x in listed if x["status"] in OPEN]
+        return listed
+
+    async def get_balance(self) -> dict[str, Any]:
+        with unreachable_as("balances not read", self.db.where):
+            mirror = await self.db.fetchrow(
+                "SELECT broker, refreshed_at, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
+                " FROM cluster_account_mirror WHERE account = $1",
+                self.account,
+            )
+            rows = await self.db.fetch(
+                "SELECT asset, free, locked FROM cluster_account_balances WHERE account = $1 ORDER BY asset",
+                self.account,
+            )
+        if mirror is None:
+            raise OrderInputError(
+                f"no balance snapshot of account {self.account!r} yet: the order leader (chartgen leader) writes one"
+                f" every {MIRROR_S:g} s; check chartgen cluster status"
+            )
+        if float(mirror["age_s"]) > self.stale_s:
+            raise OrderInputError(
+                f"the balance snapshot of account {self.account!r} is {float(mirror['age_s']):.0f} s old (the order"
+                " leader refreshes it every 10 s): the leader or the exchange is away; try again later"
+            )
+        return {
+            "broker": mirror["broker"],
+            "balances": [
+                {
+                    "asset": r["asset"],
+                    "free": float(r["free"]),
+                    "locked": float(r["locked"]),
+                    "total": float(Decimal(r["free"]) + Decimal(r["locked"])),
+                }
+                for r in rows
+            ],
+            "as_of": mirror["refreshed_at"].astimezone(UTC).isoformat(),
+        }
+
+
+def _listing(r: Any) -> dict[str, Any]:
+    """One get_orders entry (the single node's fields, brokers/order_views.py) from an intent."""
+    req = REQUEST_JSON.validate_json(r["request"])
+    body: dict[str, Any] = orjson.loads(r["answer"]) if r["answer"] else {}
+    order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
+    status = order.status if order is not None else ("REJECTED" if r["state"] == "rejected" else "PENDING_SUBMIT")
+    kind = "market" if req.type == "MARKET" else req.type.lower()
+    kind += f"@{plain(req.price)}" if req.type != "MARKET" and req.price is not None else ""
+    executed = order.executed_qty if order is not None else Decimal(0)
+    avg = order.cumulative_quote / executed if order is not None and executed > 0 else None
+    updated = r["refreshed_at"] if order is not None and order.status in OPEN and r["refreshed_at"] else None
+    return {
+        "id": req.client_order_id,
+        "symbol": req.symbol,
+        "side": req.side.lower(),
+        "type": kind,
+        "quantity": float(req.quantity) if req.quantity is not None else None,
+        "state": state_name(status),
+        "status": status,
+        "time_in_force": req.time_in_force,
+        "filled_quantity": float(executed),
+        "fill_price": None if avg is None else float(avg),
+        "exchange_order_id": order.exchange_order_id if order is not None else None,
+        "reject_reason": body.get("error") if r["state"] == "rejected" else None,
+        "created_at": _iso(r["created_at"]),
+        "updated_at": _iso(updated or r["answered_at"] or r["created_at"]),
+    }
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat()
