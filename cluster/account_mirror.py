@@ -19,7 +19,7 @@ by fronts) and orders placed outside the cluster (they show in the balances only
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 from decimal import Decimal
 from typing import Any
 
@@ -27,9 +27,10 @@ import orjson
 import structlog
 
 from brokers.binance_broker import BinanceBroker
-from brokers.models import OPEN, Actor, ExchangeOrder, state_name
+from brokers.models import OPEN, Actor, ExchangeOrder
 from brokers.order_args import OrderInputError
-from brokers.order_args import plain_decimal as plain
+from brokers.order_store import OrderRow
+from brokers.order_views import order_listing
 from cluster.orders import ORDER_JSON, REQUEST_JSON
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, unreachable_as
@@ -197,33 +198,31 @@ class AccountView:
 
 
 def _listing(r: Any) -> dict[str, Any]:
-    """One get_orders entry (the single node's fields, brokers/order_views.py) from an intent."""
+    """One get_orders entry from an intent: the single node's listing (brokers/order_views.py) of
+    the order as the mirror last saw it."""
     req = REQUEST_JSON.validate_json(r["request"])
     body: dict[str, Any] = orjson.loads(r["answer"]) if r["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
     status = order.status if order is not None else ("REJECTED" if r["state"] == "rejected" else "PENDING_SUBMIT")
-    kind = "market" if req.type == "MARKET" else req.type.lower()
-    kind += f"@{plain(req.price)}" if req.type != "MARKET" and req.price is not None else ""
-    executed = order.executed_qty if order is not None else Decimal(0)
-    avg = order.cumulative_quote / executed if order is not None and executed > 0 else None
-    updated = r["refreshed_at"] if order is not None and order.status in OPEN and r["refreshed_at"] else None
-    return {
-        "id": req.client_order_id,
-        "symbol": req.symbol,
-        "side": req.side.lower(),
-        "type": kind,
-        "quantity": float(req.quantity) if req.quantity is not None else None,
-        "state": state_name(status),
-        "status": status,
-        "time_in_force": req.time_in_force,
-        "filled_quantity": float(executed),
-        "fill_price": None if avg is None else float(avg),
-        "exchange_order_id": order.exchange_order_id if order is not None else None,
-        "reject_reason": body.get("error") if r["state"] == "rejected" else None,
-        "created_at": _iso(r["created_at"]),
-        "updated_at": _iso(updated or r["answered_at"] or r["created_at"]),
-    }
-
-
-def _iso(ts: datetime) -> str:
-    return ts.astimezone(UTC).isoformat()
+    mirrored = order is not None and order.status in OPEN and r["refreshed_at"] is not None
+    updated = r["refreshed_at"] if mirrored else (r["answered_at"] or r["created_at"])
+    row = OrderRow(
+        client_order_id=req.client_order_id,
+        broker=BinanceBroker.name,
+        symbol=req.symbol,
+        side=req.side,
+        type=req.type,
+        time_in_force=req.time_in_force,
+        quantity=req.quantity,
+        quote_quantity=req.quote_quantity,
+        price=req.price,
+        status=status,
+        exchange_order_id=order.exchange_order_id if order is not None else None,
+        executed_qty=order.executed_qty if order is not None else Decimal(0),
+        cumulative_quote=order.cumulative_quote if order is not None else Decimal(0),
+        reject_reason=body.get("error") if r["state"] == "rejected" else None,
+        created_at=r["created_at"].timestamp(),
+        updated_at=updated.timestamp(),
+        owner=req.owner,
+    )
+    return order_listing(row)

@@ -12,12 +12,11 @@ records the order.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import asyncpg
 
 from brokers.models import Actor
-from brokers.schedules.store import ACTIVE, ScheduleRow
+from brokers.schedules.store import ACTIVE, ScheduleRow, schedule_row
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, rowcount, unreachable_as
 
@@ -52,24 +51,6 @@ PG_SCHEDULE_MIGRATIONS = Migrations(
 )
 
 
-def _row(r: Any) -> ScheduleRow:
-    return ScheduleRow(
-        id=r["id"],
-        owner=r["owner"],
-        order_args=json.loads(r["order_args"]),
-        cron=r["cron"],
-        every=r["every"],
-        start_at=r["start_at"],
-        end_at=r["end_at"],
-        max_runs=r["max_runs"],
-        runs_done=int(r["runs_done"]),
-        last_fire_at=None if r["last_fire_at"] is None else float(r["last_fire_at"]),
-        status=r["status"],
-        created_at=float(r["created_at"]),
-        updated_at=float(r["updated_at"]),
-    )
-
-
 class PgScheduleStore:
     """Schedules of every owner, on PostgreSQL (several processes)."""
 
@@ -88,11 +69,11 @@ class PgScheduleStore:
 
     async def get(self, schedule_id: str) -> ScheduleRow | None:
         r = await self.db.fetchrow("SELECT * FROM schedules WHERE id = $1", schedule_id)
-        return None if r is None else _row(r)
+        return None if r is None else schedule_row(r)
 
     async def active(self) -> list[ScheduleRow]:
         rows = await self.db.fetch("SELECT * FROM schedules WHERE status = $1 ORDER BY created_at", ACTIVE)
-        return [_row(r) for r in rows]
+        return [schedule_row(r) for r in rows]
 
     async def count_active(self, owner: str | None) -> int:
         n = await self.db.fetchval(
@@ -110,7 +91,7 @@ class PgScheduleStore:
             rows = await self.db.fetch(
                 "SELECT * FROM schedules WHERE owner = $1 ORDER BY created_at DESC LIMIT $2", actor.principal, limit
             )
-        return [_row(r) for r in rows]
+        return [schedule_row(r) for r in rows]
 
     async def settle_in(
         self, conn: asyncpg.Connection, schedule_id: str, settled: float, *, ran: bool, finished: bool, now: float

@@ -71,7 +71,8 @@ class ScheduleRow:
         return {k: v for k, v in {**keys, "max_runs": self.max_runs}.items() if v is not None}
 
 
-def _row(r: Any) -> ScheduleRow:
+def schedule_row(r: Any) -> ScheduleRow:
+    """A row of either database (sqlite3.Row or asyncpg.Record: both by column name)."""
     return ScheduleRow(
         id=r["id"],
         owner=r["owner"],
@@ -122,11 +123,11 @@ class ScheduleStore:
 
     async def get(self, schedule_id: str) -> ScheduleRow | None:
         r = await self.db.fetchone("SELECT * FROM schedules WHERE id = ?", (schedule_id,))
-        return None if r is None else _row(r)
+        return None if r is None else schedule_row(r)
 
     async def active(self) -> list[ScheduleRow]:
         rows = await self.db.fetchall("SELECT * FROM schedules WHERE status = ? ORDER BY created_at", (ACTIVE,))
-        return [_row(r) for r in rows]
+        return [schedule_row(r) for r in rows]
 
     async def count_active(self, owner: str | None) -> int:
         r = await self.db.fetchone("SELECT COUNT(*) FROM schedules WHERE owner IS ? AND status = ?", (owner, ACTIVE))
@@ -142,7 +143,7 @@ class ScheduleStore:
             rows = await self.db.fetchall(
                 "SELECT * FROM schedules WHERE owner = ? ORDER BY created_at DESC LIMIT ?", (actor.principal, limit)
             )
-        return [_row(r) for r in rows]
+        return [schedule_row(r) for r in rows]
 
     async def settle(self, schedule_id: str, settled: float, *, ran: bool, finished: bool, now: float) -> bool:
         """Record progress: every scheduled time up to ``settled`` is dealt with (one more run if

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 
 from alerts.action_runner import ActionRunner
@@ -20,7 +22,8 @@ from alerts.models import Alert, Firing, Subscription
 from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
-from cluster.orders import OrderIntents
+from brokers.models import ExchangeOrder
+from cluster.orders import ORDER_JSON, OrderIntents
 from config.postgres import PostgresDatabase
 from daemon.cluster_actions import ClusterActionExecutor
 
@@ -83,11 +86,14 @@ async def setup(cluster: tuple[str, PostgresDatabase]) -> Any:
         await s.intents.close()
 
 
-PLACED = (
-    '{"order": {"symbol": "BTCUSDT", "order_id": 7, "client_order_id": "%s", "status": "FILLED",'
-    ' "side": "BUY", "type": "MARKET", "price": "0", "orig_qty": "0.001", "executed_qty": "0.001",'
-    ' "cumulative_quote": "60", "time_ms": 0, "update_time_ms": 0}}'
-)
+def placed(cid: str) -> str:
+    """A leader's answer body for a filled order (as cluster/order_leader.py records it)."""
+    order = ExchangeOrder(
+        symbol="BTCUSDT", client_order_id=cid, status="FILLED", side="BUY", type="MARKET",
+        orig_qty=Decimal("0.001"), executed_qty=Decimal("0.001"), cumulative_quote=Decimal("60"),
+        exchange_order_id="7",
+    )  # fmt: skip
+    return orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode()
 
 
 async def test_the_intent_is_recorded_with_the_firing_and_the_frame_waits_for_the_outcome(setup: Setup) -> None:
@@ -103,9 +109,16 @@ async def test_the_intent_is_recorded_with_the_firing_and_the_frame_waits_for_th
     later = alert(100.0, action=False)  # fired while the order is out: it takes the next number
     await setup.store.insert(later)
     await setup.store.fire([firing(later)])
-    await setup.answer(cid, PLACED % cid)
+    await setup.answer(cid, placed(cid))
     outcome = await setup.executor.outcome(cid)
-    assert outcome is not None and outcome["status"] == "Filled" and outcome["order_id"] == cid
+    assert outcome == {
+        "type": "place_order",
+        "order_id": cid,
+        "status": "Filled",
+        "exchange_status": "FILLED",
+        "filled_quantity": 0.001,
+        "fill_price": 60000.0,
+    }
     await asyncio.gather(*(setup.outcomes.record(with_action.id, outcome) for _ in range(3)))  # three workers
     assert await setup.frames() == [(1, plain.id), (2, later.id), (3, with_action.id)]
     assert setup.announced[-1] == {"alice": [3]} and len(setup.announced) == 3  # one announcement for it
