@@ -79,9 +79,11 @@ class AccountMirror:
         """One refresh (balances, then the orders last seen open); returns how many orders changed.
         An exchange or PostgreSQL failure raises (the job logs it; the snapshot keeps its time)."""
         balances = await self.broker.balances()
-        rows = await self.db.fetch(
-            "SELECT client_order_id, answer FROM cluster_order_intents WHERE account = $1 AND state = 'placed'",
+        rows = await self.db.fetch(  # only the orders last seen open: the placed ones pile up over time
+            "SELECT client_order_id, answer FROM cluster_order_intents WHERE account = $1 AND state = 'placed'"
+            " AND answer::jsonb -> 'order' ->> 'status' = ANY($2::text[])",
             self.account,
+            sorted(OPEN),
         )
         seen_open: list[ExchangeOrder] = []
         for r in rows:
