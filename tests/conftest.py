@@ -30,6 +30,7 @@ SLOW_SUITES = (
     "tests/cluster/test_worker.py",
     "tests/cluster/test_worker_outage.py",
     "tests/cluster/test_nats_outage.py",
+    "tests/alerts/test_channels_daemon.py",
 )
 """The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
 included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest but the
