@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from brokers.models import Fill
 
@@ -56,6 +57,25 @@ class Position:
         if mark is None or self.quantity == 0:
             return None if mark is None else ZERO
         return (mark - self.entry_price) * self.quantity
+
+    def listing(self, mark: Decimal | None) -> dict[str, Any]:
+        """get_positions' entry for this position marked at ``mark`` (None: no price known)."""
+        unreal = self.unrealized(mark)
+        return {
+            "symbol": self.symbol,
+            "side": "buy" if self.quantity >= 0 else "sell",
+            "quantity": float(abs(self.quantity)),
+            "entry_price": float(self.entry_price),
+            "current_price": None if mark is None else float(mark),
+            "unrealized_pnl": None if unreal is None else float(unreal),
+            "realized_pnl": float(self.realized_pnl),
+            "fees": float(self.fees),
+        }
+
+    @property
+    def listed(self) -> bool:
+        """Whether get_positions lists it: something held, or something realized."""
+        return self.quantity != 0 or self.realized_pnl != 0
 
 
 def positions_from_fills(fills: Iterable[Fill], assets: dict[str, tuple[str, str]]) -> dict[str, Position]:

@@ -237,23 +237,10 @@ class OrderService:
                 self._assets[symbol] = (rules.base_asset, rules.quote_asset)
         out = []
         for symbol, pos in sorted(positions_from_fills(fills, self._assets).items()):
-            if pos.quantity == 0 and pos.realized_pnl == 0:
+            if not pos.listed:
                 continue
             mark = self._mark(symbol) if self._mark is not None else None
-            mark_d = Decimal(str(mark)) if mark is not None else await self._ticker_or_none(symbol)
-            unreal = pos.unrealized(mark_d)
-            out.append(
-                {
-                    "symbol": symbol,
-                    "side": "buy" if pos.quantity >= 0 else "sell",
-                    "quantity": float(abs(pos.quantity)),
-                    "entry_price": float(pos.entry_price),
-                    "current_price": None if mark_d is None else float(mark_d),
-                    "unrealized_pnl": None if unreal is None else float(unreal),
-                    "realized_pnl": float(pos.realized_pnl),
-                    "fees": float(pos.fees),
-                }
-            )
+            out.append(pos.listing(Decimal(str(mark)) if mark is not None else await self._ticker_or_none(symbol)))
         return out
 
     async def _ticker_or_none(self, symbol: str) -> Decimal | None:

@@ -13,8 +13,9 @@ exchange) rather than present it as current.
 
 :class:`AccountView` is the fronts' side: ``get_orders`` lists the caller's orders placed through
 the cluster (every principal's for an admin token) with the single node's fields, ``get_balance``
-the snapshot.  Not mirrored: fills (so ``get_positions``, whose cost basis needs them, is not served
-by fronts) and orders placed outside the cluster (they show in the balances only).
+the snapshot, ``get_positions`` the positions replayed from the mirrored fills
+(cluster/account_fills.py).  Orders placed outside the cluster are not listed (they show in the
+balances, and their trades in the positions, as on a single node).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from brokers.models import OPEN, Actor, ExchangeOrder
 from brokers.order_args import OrderInputError
 from brokers.order_store import OrderRow
 from brokers.order_views import order_listing
+from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
 from cluster.orders import ORDER_JSON, REQUEST_JSON
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, unreachable_as
@@ -62,6 +64,7 @@ ACCOUNT_MIGRATIONS = Migrations(
             )
             """,
         ),
+        (2, FILLS_MIGRATION),
     ),
 )
 
@@ -73,6 +76,7 @@ class AccountMirror:
         self.db = db
         self.broker = broker
         self.account = account
+        self.fills = FillsMirror(broker, account)
         self.refreshes = 0
 
     async def refresh(self) -> int:
@@ -120,6 +124,10 @@ class AccountMirror:
                         order.client_order_id,
                         orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode(),  # as the leader
                     )
+        writes = await self.fills.collect(self.db)  # after the orders' new states: their executed quantities
+        with unreachable_as("account mirror's fills not refreshed", self.db.where):
+            async with self.db.transaction() as conn:
+                await self.fills.write(conn, writes)
         self.refreshes += 1
         if changed:
             log.info("account_mirror_orders", changed=len(changed), open=len(seen_open))
@@ -165,25 +173,12 @@ class AccountView:
 
     async def get_balance(self) -> dict[str, Any]:
         with unreachable_as("balances not read", self.db.where):
-            mirror = await self.db.fetchrow(
-                "SELECT broker, refreshed_at, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
-                " FROM cluster_account_mirror WHERE account = $1",
-                self.account,
-            )
-            rows = await self.db.fetch(
-                "SELECT asset, free, locked FROM cluster_account_balances WHERE account = $1 ORDER BY asset",
-                self.account,
-            )
-        if mirror is None:
-            raise OrderInputError(
-                f"no balance snapshot of account {self.account!r} yet: the order leader (chartgen leader) writes one"
-                f" every {MIRROR_S:g} s; check chartgen cluster status"
-            )
-        if float(mirror["age_s"]) > self.stale_s:
-            raise OrderInputError(
-                f"the balance snapshot of account {self.account!r} is {float(mirror['age_s']):.0f} s old (the order"
-                " leader refreshes it every 10 s): the leader or the exchange is away; try again later"
-            )
+            async with self.db.transaction() as conn:
+                mirror = await self._snapshot(conn)
+                rows = await conn.fetch(
+                    "SELECT asset, free, locked FROM cluster_account_balances WHERE account = $1 ORDER BY asset",
+                    self.account,
+                )
         return {
             "broker": mirror["broker"],
             "balances": [
@@ -197,6 +192,33 @@ class AccountView:
             ],
             "as_of": mirror["refreshed_at"].astimezone(UTC).isoformat(),
         }
+
+    async def get_positions(self) -> list[dict[str, Any]]:
+        """The account's positions from the mirrored fills (cluster/account_fills.py), marked at the
+        prices of the last refresh (each entry's ``as_of``)."""
+        with unreachable_as("positions not read", self.db.where):
+            async with self.db.transaction() as conn:
+                mirror = await self._snapshot(conn)
+                return await positions(conn, self.account, mirror["refreshed_at"])
+
+    async def _snapshot(self, conn: Any) -> Any:
+        """The mirror's row, refused when there is none or it is older than ``stale_s``."""
+        mirror = await conn.fetchrow(
+            "SELECT broker, refreshed_at, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
+            " FROM cluster_account_mirror WHERE account = $1",
+            self.account,
+        )
+        if mirror is None:
+            raise OrderInputError(
+                f"no snapshot of account {self.account!r} yet: the order leader (chartgen leader) writes one"
+                f" every {MIRROR_S:g} s; check chartgen cluster status"
+            )
+        if float(mirror["age_s"]) > self.stale_s:
+            raise OrderInputError(
+                f"the snapshot of account {self.account!r} is {float(mirror['age_s']):.0f} s old (the order"
+                f" leader refreshes it every {MIRROR_S:g} s): the leader or the exchange is away; try again later"
+            )
+        return mirror
 
 
 def _listing(r: Any) -> dict[str, Any]:

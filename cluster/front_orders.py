@@ -15,8 +15,8 @@ Waiting is bounded twice:
   successor settles the intent after the exchange's ``recvWindow``): the answer is ``Pending`` with
   the client order id; the outcome is recorded when settled (never sent twice).
 
-Not on fronts yet: brackets, order lists, and the tools that read orders back (get_orders,
-positions, balances): the cluster does not keep orders' fills in PostgreSQL (docs/cluster.md).
+``cancel_order`` records a cancel request the leader carries out (cluster/cancels.py).  Not on fronts
+yet: brackets and order lists (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.binance_broker import BinanceBroker
-from brokers.models import OrderRejected, OrderRequest, state_name
+from brokers.models import Actor, OrderRejected, OrderRequest, state_name
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused
 from brokers.order_lists import check_order_type
 from brokers.service import UNATTENDED_PREFIX
+from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
 
 NO_BRACKETS = (
@@ -87,6 +88,10 @@ class FrontOrders:
                 " it is never sent twice",
             }
         return placed_result(answer)
+
+    async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]:
+        """The cancel_order tool's operation (cluster/cancels.py)."""
+        return await request_cancel(self.intents, self.account, order_id, actor=actor, answer_wait_s=self.answer_wait_s)
 
 
 def placed_result(answer: Answer) -> dict[str, Any]:

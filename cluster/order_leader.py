@@ -2,7 +2,8 @@
 admits each queued intent (the guard rails and the halt switch: cluster/leader_admission.py),
 sends it signed at the moment of its lease check, one at a time, and settles the intents a former
 leader (or a lost answer) left unanswered; it also carries out the halt switch's cancel-open
-requests.  cluster/orders.py explains the protocol and why it never sends an order twice.
+requests and clients' cancel requests (cluster/cancels.py).  cluster/orders.py explains the
+protocol and why it never sends an order twice.
 
 An answer it could not record (PostgreSQL away right after the exchange answered) is kept in memory
 and recorded in a later round; if the process dies first, the next leader settles the intent by
@@ -23,7 +24,7 @@ import structlog
 from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
 from brokers.order_checks import OrderChecks, SafetyLimits
 from brokers.protocol import Broker
-from cluster import leader_admission
+from cluster import cancels, leader_admission
 from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
 from cluster.orders import (
@@ -92,6 +93,8 @@ class OrderLeader:
         """Answers known here that PostgreSQL did not take yet: recorded again each round."""
         self.sent = 0
         self.refused = 0
+        self.cancelled = 0
+        """Cancel requests carried out (cluster/cancels.py)."""
 
     @property
     def leading(self) -> bool:
@@ -105,7 +108,10 @@ class OrderLeader:
         await self._record_kept()
         await self.cancel_open_if_asked()
         await self.settle()
-        return await self.send_queued()
+        handled = await self.send_queued()
+        if self.lease is not None:
+            self.cancelled += await cancels.carry_out(self.db, self.broker, self.lease, self.account)
+        return handled
 
     async def _record_kept(self) -> None:
         kept, self.unrecorded = self.unrecorded, []

@@ -38,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import asyncpg
 import orjson
@@ -84,6 +85,22 @@ ORDER_MIGRATIONS = Migrations(
                 WHERE notional IS NOT NULL
             """,
         ),
+        (
+            3,
+            """
+            CREATE TABLE cluster_order_cancels (
+                client_order_id TEXT PRIMARY KEY REFERENCES cluster_order_intents (client_order_id),
+                account TEXT NOT NULL,
+                requested_by TEXT,
+                state TEXT NOT NULL CHECK (state IN ('queued', 'done', 'failed')),
+                answer TEXT,
+                requested_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+                answered_at TIMESTAMPTZ
+            );
+            CREATE INDEX cluster_order_cancels_queued ON cluster_order_cancels (account, requested_at)
+                WHERE state = 'queued'
+            """,
+        ),
     ),
 )
 
@@ -91,6 +108,8 @@ INTENTS_CHANNEL = "cluster_order_intents"
 ANSWERS_CHANNEL = "cluster_order_answers"
 REQUEST_JSON = TypeAdapter(OrderRequest)
 ORDER_JSON = TypeAdapter(ExchangeOrder)
+
+T = TypeVar("T")
 
 State = Literal["queued", "sending", "unknown", "placed", "rejected"]
 
@@ -204,14 +223,19 @@ class OrderIntents:
 
     async def wait_answer(self, client_order_id: str, timeout_s: float) -> Answer | None:
         """The answer, waiting up to ``timeout_s`` for it (None when it has not come by then)."""
+        return await self.wait_for(client_order_id, lambda: self.answer(client_order_id), timeout_s)
+
+    async def wait_for(self, key: str, read: Callable[[], Awaitable[T | None]], timeout_s: float) -> T | None:
+        """What ``read`` returns once it is not None, read again on each ``cluster_order_answers``
+        notification whose payload is ``key``; None when ``timeout_s`` passed first."""
         arrived = asyncio.Event()
-        self._waiters.setdefault(client_order_id, set()).add(arrived)
+        self._waiters.setdefault(key, set()).add(arrived)
         try:
             deadline = time.monotonic() + timeout_s
             while True:
                 arrived.clear()
                 listening = await self._listener.ensure()
-                found = await self.answer(client_order_id)  # after LISTEN: an answer cannot slip by
+                found = await read()  # after LISTEN: an answer cannot slip by
                 if found is not None:
                     return found
                 left = deadline - time.monotonic()
@@ -220,11 +244,11 @@ class OrderIntents:
                 with contextlib.suppress(TimeoutError):  # not listening (PostgreSQL away): look again soon
                     await asyncio.wait_for(arrived.wait(), left if listening else min(left, 0.5))
         finally:
-            waiting = self._waiters.get(client_order_id)
+            waiting = self._waiters.get(key)
             if waiting is not None:
                 waiting.discard(arrived)
                 if not waiting:
-                    del self._waiters[client_order_id]
+                    del self._waiters[key]
 
     async def close(self) -> None:
         """Close the listening connection."""

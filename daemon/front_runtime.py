@@ -25,13 +25,13 @@ A front keeps no state of its own, so any number of them can stand behind a load
   **schedule_order**, **list_schedules**, **cancel_schedule** keep the schedules in PostgreSQL
   (brokers/schedules/pg_store.py); the order leader fires them (daemon/leader_schedules.py).
 
-**get_orders** and **get_balance** read the order leader's mirror of the account
-(cluster/account_mirror.py).
+**cancel_order** records a cancel request the order leader carries out (cluster/cancels.py).
+**get_orders**, **get_positions** and **get_balance** read the order leader's mirror of the account
+(cluster/account_mirror.py, cluster/account_fills.py).
 
-Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
-cancel_order, positions, the journal,
-notification channels, OAuth and the dashboard — their stores have no PostgreSQL
-implementation (docs/cluster.md).
+Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, the
+portfolio and the journal tools, notification channels, OAuth and the dashboard — their stores have
+no PostgreSQL implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -87,10 +87,10 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists, cancel_order, positions and the journal run on a"
-    " single-node daemon (chartgen --serve --trade); a front places single orders (place_order), schedules"
-    " them (schedule_order), lists them (get_orders), shows the balances (get_balance) and halts trading"
-    " (halt_trading); see docs/cluster.md."
+    "Not available on a cluster front yet: order lists (place_oco, brackets), the portfolio and the journal"
+    " run on a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
+    " (place_order, cancel_order), schedules them (schedule_order), lists them (get_orders), shows the"
+    " positions and balances (get_positions, get_balance) and halts trading (halt_trading); see docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0

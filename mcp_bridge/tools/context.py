@@ -33,19 +33,23 @@ class JobStatus(Protocol):
 
 
 class OrderPlacer(Protocol):
-    """What place_order calls: the single node's OrderService, or a cluster front's order intents
-    (cluster/front_orders.py)."""
+    """What place_order and cancel_order call: the single node's OrderService, or a cluster front's
+    order intents (cluster/front_orders.py, cluster/cancels.py)."""
 
     async def place_parsed(
         self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
     ) -> dict[str, Any]: ...
 
+    async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]: ...
+
 
 class AccountReader(Protocol):
-    """What get_orders and get_balance read: the single node's OrderService, or a cluster front's
-    mirror of the account (cluster/account_mirror.py)."""
+    """What get_orders, get_positions and get_balance read: the single node's OrderService, or a
+    cluster front's mirror of the account (cluster/account_mirror.py)."""
 
     async def get_orders(self, filter_: Any, *, actor: Actor) -> list[dict[str, Any]]: ...
+
+    async def get_positions(self) -> list[dict[str, Any]]: ...
 
     async def get_balance(self) -> dict[str, Any]: ...
 
@@ -100,9 +104,9 @@ class Services:
     """The operator's halt switch (``--trade``: :mod:`brokers.halt_switch`; a cluster front:
     cluster/halt.py), or None."""
     front_orders: OrderPlacer | None = None
-    """A cluster front's place_order (cluster/front_orders.py), or None."""
+    """A cluster front's place_order and cancel_order (cluster/front_orders.py), or None."""
     front_account: AccountReader | None = None
-    """A cluster front's get_orders and get_balance (cluster/account_mirror.py), or None."""
+    """A cluster front's get_orders, get_positions and get_balance (cluster/account_mirror.py), or None."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
     journal: JournalStore | None = None
@@ -115,12 +119,13 @@ class Services:
 
     @property
     def order_placer(self) -> OrderPlacer | None:
-        """Where place_order goes: the order service, else a front's order intents, else None."""
+        """Where place_order and cancel_order go: the order service, else a front's order intents, else None."""
         return self.orders if self.orders is not None else self.front_orders
 
     @property
     def account_reader(self) -> AccountReader | None:
-        """Where get_orders and get_balance read: the order service, else a front's mirror, else None."""
+        """Where get_orders, get_positions and get_balance read: the order service, else a front's mirror,
+        else None."""
         return self.orders if self.orders is not None else self.front_account
 
     def not_running_note(self) -> str:

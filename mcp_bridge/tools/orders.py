@@ -28,7 +28,7 @@ from brokers.service import OrderInputError, OrderService
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
-from mcp_bridge.tools.context import AccountReader, ToolResult
+from mcp_bridge.tools.context import AccountReader, OrderPlacer, ToolResult
 from mcp_bridge.tools.unit import ToolContext, ToolUnit, WireArgs
 
 
@@ -125,10 +125,14 @@ async def _answer(what: str, op: Awaitable[Any]) -> ToolResult:
         return [text(await op)]
 
 
-async def place_order(ctx: ToolContext, args: PlaceOrderArgs) -> ToolResult:
+def _placer(ctx: ToolContext) -> OrderPlacer:
     placer = ctx.services.order_placer
     assert placer is not None  # the unit's `needs` answered "not running" before
-    return await _answer("order", placer.place_parsed(args.order, args.bracket, owner=ctx.principal))
+    return placer
+
+
+async def place_order(ctx: ToolContext, args: PlaceOrderArgs) -> ToolResult:
+    return await _answer("order", _placer(ctx).place_parsed(args.order, args.bracket, owner=ctx.principal))
 
 
 async def place_oco(ctx: ToolContext, args: PlaceOcoArgs) -> ToolResult:
@@ -136,7 +140,7 @@ async def place_oco(ctx: ToolContext, args: PlaceOcoArgs) -> ToolResult:
 
 
 async def cancel_order(ctx: ToolContext, args: CancelOrderArgs) -> ToolResult:
-    return await _answer("cancel", _svc(ctx).cancel_order(args.order_id, actor=ctx.actor()))
+    return await _answer("cancel", _placer(ctx).cancel_order(args.order_id, actor=ctx.actor()))
 
 
 def _account(ctx: ToolContext) -> AccountReader:
@@ -150,7 +154,7 @@ async def get_orders(ctx: ToolContext, args: GetOrdersArgs) -> ToolResult:
 
 
 async def get_positions(ctx: ToolContext, args: GetPositionsArgs) -> ToolResult:
-    return await _answer("positions lookup", _svc(ctx).get_positions())
+    return await _answer("positions lookup", _account(ctx).get_positions())
 
 
 async def get_balance(ctx: ToolContext, args: GetBalanceArgs) -> ToolResult:
@@ -166,9 +170,9 @@ def _unit(name: str, args: type[WireArgs], handler: Any, needs: str = "orders") 
 PLACE_ORDER = _unit("place_order", PlaceOrderArgs, place_order, needs="order_placer")
 CHARTGEN_UNITS = (
     PLACE_ORDER,
-    _unit("cancel_order", CancelOrderArgs, cancel_order),
+    _unit("cancel_order", CancelOrderArgs, cancel_order, needs="order_placer"),
     _unit("get_orders", GetOrdersArgs, get_orders, needs="account_reader"),
-    _unit("get_positions", GetPositionsArgs, get_positions),
+    _unit("get_positions", GetPositionsArgs, get_positions, needs="account_reader"),
     _unit("get_balance", GetBalanceArgs, get_balance, needs="account_reader"),
 )
 PLACE_OCO = _unit("place_oco", PlaceOcoArgs, place_oco)

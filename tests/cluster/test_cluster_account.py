@@ -1,11 +1,15 @@
 """The account as a cluster's fronts see it (cluster/account_mirror.py): a ``chartgen leader`` process
 mirrors the account's balances and its orders' states into PostgreSQL; a front answers
-``get_balance`` and ``get_orders`` from the mirror — real PostgreSQL, the simulator, the MCP SDK.
+``get_balance``, ``get_orders`` and ``get_positions`` from the mirror, and carries out ``cancel_order``
+— real PostgreSQL, the simulator, the MCP SDK.
 
 - ``get_balance`` equals the exchange account's balances, with the time of the snapshot;
 - ``get_orders`` lists the caller's orders placed through the cluster with the single node's fields:
   a filled market order, a resting limit order ``Open`` — and ``Filled`` once the price reached it
   and the leader refreshed the mirror; another principal sees none of them;
+- ``get_positions`` (the mirrored fills replayed) holds what the exchange account's balance of the
+  base asset gained; ``cancel_order`` cancels a resting order on the exchange (another principal's:
+  "not found"; a filled one: an invalid transition);
 - before the leader wrote any snapshot, and when the last one is too old, ``get_balance`` says so
   instead of answering stale balances.
 """
@@ -60,7 +64,7 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
 ) -> None:
     dsn, db = cluster
     view = AccountView(db, "main")
-    with pytest.raises(OrderInputError, match="no balance snapshot"):
+    with pytest.raises(OrderInputError, match="no snapshot"):
         await view.get_balance()
     trader = ALL_SCOPES - {ADMIN}  # an admin token sees every principal's orders
     alice, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=trader)
@@ -76,6 +80,8 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
         )
         await front.wait_ready()
         async with mcp_client(front.mcp_url, alice) as at_a, mcp_client(front.mcp_url, bob) as at_b:
+            base = SYMBOL.removesuffix("USDT")
+            held_before = _exchange_balances(sim).get(base, (0.0, 0.0))
             limit = f"{price * 0.95:.4f}"
             resting = await _call(
                 at_a, "place_order", {"symbol": SYMBOL, "side": "buy", "type": "limit", "quantity": 0.1, "price": limit}
@@ -111,10 +117,31 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
 
             await until(rested_filled, DEADLINE_S, every_s=0.5)
             assert await _call(at_a, "get_orders", {"filter": "open"}) == []
-            refused = await at_a.call_tool("get_positions", {})
-            assert refused.is_error and "Not available on a cluster front" in refused.content[0].text
+
+            async def positions_match() -> list[dict[str, Any]] | None:
+                got = await _call(at_b, "get_positions")  # the account's: the same for every principal
+                held = _exchange_balances(sim).get(base, (0.0, 0.0))
+                return got if got and got[0]["quantity"] == pytest.approx(sum(held) - sum(held_before)) else None
+
+            positions = await until(positions_match, DEADLINE_S, every_s=0.5)
+            assert [p["symbol"] for p in positions] == [SYMBOL] and positions[0]["side"] == "buy"
+            assert positions[0]["current_price"] > 0 and positions[0]["as_of"]
+
+            far = f"{price * 0.5:.4f}"
+            placed = await _call(
+                at_a, "place_order", {"symbol": SYMBOL, "side": "buy", "type": "limit", "quantity": 0.1, "price": far}
+            )
+            refused = await at_b.call_tool("cancel_order", {"order_id": placed["order_id"]})
+            assert refused.is_error and "order not found" in refused.content[0].text
+            assert await _call(at_a, "cancel_order", {"order_id": placed["order_id"]}) == {"ok": True}
+            on_exchange = sim.exchange.account.find(SYMBOL, None, placed["order_id"])
+            assert on_exchange is not None and on_exchange.status == "CANCELED"
+            listed = {o["id"]: o for o in await _call(at_a, "get_orders", {"filter": "all"})}
+            assert listed[placed["order_id"]]["state"] == "Cancelled"
+            refused = await at_a.call_tool("cancel_order", {"order_id": resting["order_id"]})
+            assert refused.is_error and "invalid transition: Filled" in refused.content[0].text
         admin_view = await view.get_orders("all", actor=Actor(None, admin=True))
-        assert {o["id"] for o in admin_view} == {resting["order_id"], filled["order_id"]}
+        assert {o["id"] for o in admin_view} == {resting["order_id"], filled["order_id"], placed["order_id"]}
         stale = AccountView(db, "main", stale_s=0.0)
         with pytest.raises(OrderInputError, match="s old"):
             await stale.get_balance()

@@ -5,8 +5,9 @@ and the exchange simulator on the real clock, through the official MCP SDK clien
 A new leader holds the lease within 10 s of the kill; every call is answered — either the order
 reached the exchange exactly once (by client order id) or the answer is an error and the exchange
 never saw it; none is doubled; the filled quantities the answers report equal the change of the
-exchange account's balances.  Afterwards a halt set at one front refuses the next order at the
-other, and the leader cancels a resting order on the halt's cancel-open."""
+exchange account's balances, and so do the positions a front reports (the new leader's mirror).
+Afterwards a halt set at one front refuses the next order at the other, and the leader cancels a
+resting order on the halt's cancel-open."""
 
 from __future__ import annotations
 
@@ -126,6 +127,16 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
             # After the failover: orders go through again, the halt switch holds at every front.
             cid, after = await place(at_b, f"after-{uuid.uuid4().hex[:8]}", qty)
             assert isinstance(after, dict) and after["status"] == "Filled", after
+
+            async def positions_equal_balances() -> bool:  # the leader's mirror of the fills, at a front
+                result = await at_a.call_tool("get_positions", {})
+                if result.is_error:  # "no snapshot yet": the new leader's first refresh is due
+                    return False
+                got = json.loads(result.content[0].text)
+                gained = sim.exchange.account.free["BTC"] - btc0
+                return [p["symbol"] for p in got] == [SYMBOL] and Decimal(str(got[0]["quantity"])) == gained
+
+            await until(positions_equal_balances, 60, every_s=0.5)
             limit = float((price * Decimal("0.95")).quantize(Decimal("0.01")))
             _, resting = await place(at_a, f"rest-{uuid.uuid4().hex[:8]}", qty, type="limit", price=limit)
             assert isinstance(resting, dict) and resting["exchange_status"] == "NEW", resting

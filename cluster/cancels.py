@@ -1,0 +1,167 @@
+"""``cancel_order`` in a cluster: a front records a cancel request; the account's order leader, which
+alone holds the exchange keys, carries it out and records the outcome.
+
+A request (``cluster_order_cancels``, keyed by the order's client order id) is ``queued`` →
+``done`` | ``failed``.  The front (:func:`request_cancel`) checks what it can without the exchange —
+the order is the caller's (or the caller is an admin), it was placed, and the account mirror last saw
+it open — then records the request and wakes the leader in one transaction, and waits for the
+outcome on ``cluster_order_answers`` (payload ``cancel <client order id>``).  An intent still queued
+(no leader took it yet) is withdrawn instead: it is never sent.
+
+The leader (:func:`carry_out`, each round of cluster/order_leader.py) cancels by client order id
+and records the outcome fenced by its lease, writing the exchange's view of the order into the
+intent's answer (so ``get_orders`` shows it at once).  Cancelling is idempotent on the exchange's
+side, so unlike placing it needs no hand-over wait: a cancel that a dead leader may already have
+sent is simply sent again, and the exchange's "unknown order" answer is settled by asking for the
+order — cancelled (by either request) → ``done``; filled or expired → ``failed`` with its state.  A
+late cancel from a paused ex-leader can only cancel what a client asked to cancel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+import structlog
+
+from brokers.models import OPEN, Actor, BrokerError, ExchangeOrder, OrderRejected, state_name
+from brokers.order_args import OrderInputError
+from brokers.protocol import Broker
+from cluster.lease import Lease
+from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, ORDER_JSON, REQUEST_JSON, OrderIntents
+from config.postgres import PostgresDatabase, unreachable_as
+
+log = structlog.get_logger(__name__)
+
+CANCELLED = frozenset({"CANCELED", "EXPIRED", "EXPIRED_IN_MATCH"})
+"""Exchange states in which an order no longer rests and did not fill further: a cancel's goal."""
+
+
+def answer_key(client_order_id: str) -> str:
+    """The ``cluster_order_answers`` payload announcing a cancel's outcome."""
+    return f"cancel {client_order_id}"
+
+
+async def request_cancel(
+    intents: OrderIntents, account: str, order_id: Any, *, actor: Actor, answer_wait_s: float
+) -> dict[str, Any]:
+    """cancel_order at a front (see the module docstring): ``{"ok": True}`` when cancelled, a
+    ``Pending`` answer when the leader has not carried the request out within ``answer_wait_s``;
+    raises OrderInputError (nothing to cancel) or OrderRejected (the exchange refused)."""
+    if order_id is None or order_id == "":
+        raise OrderInputError("order_id is required")
+    if not isinstance(order_id, str) or len(order_id) > 64:
+        raise OrderInputError("order_id must be the id place_order returned")
+    db = intents.db
+    for _ in range(2):  # a second look when a leader claimed a queued intent while we withdrew it
+        with unreachable_as("order not cancelled", db.where):
+            row = await db.fetchrow(
+                "SELECT owner, state, answer FROM cluster_order_intents WHERE client_order_id = $1 AND account = $2",
+                order_id,
+                account,
+            )
+        if row is None or not actor.may_act_on(row["owner"]):
+            raise OrderInputError(f"order not found: {order_id}")
+        if row["state"] != "queued":
+            break
+        if await intents.withdraw(order_id, "order cancelled (cancel_order) before it was sent; nothing was sent"):
+            return {"ok": True}
+    state = row["state"]
+    if state in ("queued", "sending", "unknown"):
+        raise OrderInputError(
+            f"order {order_id} is being sent and its outcome is not known yet: cancel it again in a few seconds"
+        )
+    body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
+    status = body["order"]["status"] if state == "placed" and body.get("order") else "REJECTED"
+    if status not in OPEN:
+        raise OrderInputError(f"invalid transition: {state_name(status)} \u2192 Cancelled")
+    with unreachable_as("order not cancelled", db.where):
+        async with db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO cluster_order_cancels (client_order_id, account, requested_by, state)"
+                " VALUES ($1, $2, $3, 'queued') ON CONFLICT (client_order_id) DO UPDATE"
+                " SET state = 'queued', answer = NULL, answered_at = NULL, requested_at = clock_timestamp(),"
+                " requested_by = excluded.requested_by WHERE cluster_order_cancels.state <> 'queued'",
+                order_id,
+                account,
+                actor.principal,
+            )
+            await conn.execute("SELECT pg_notify($1, $2)", INTENTS_CHANNEL, account)
+
+    async def outcome() -> asyncpg.Record | None:
+        found = await db.fetchrow(
+            "SELECT state, answer FROM cluster_order_cancels WHERE client_order_id = $1 AND state <> 'queued'",
+            order_id,
+        )
+        return found
+
+    done = await intents.wait_for(answer_key(order_id), outcome, answer_wait_s)
+    if done is None:
+        return {
+            "ok": False,
+            "status": "Pending",
+            "order_id": order_id,
+            "note": f"the cancel is recorded but the order leader has not carried it out within {answer_wait_s:g} s"
+            " (chartgen cluster status shows the leader); it will, and get_orders shows the outcome",
+        }
+    if done["state"] == "failed":
+        raise OrderRejected(orjson.loads(done["answer"])["error"])
+    return {"ok": True}
+
+
+async def carry_out(db: PostgresDatabase, broker: Broker, lease: Lease, account: str, *, batch: int = 20) -> int:
+    """The leader's side: carry out up to ``batch`` queued cancel requests; returns how many."""
+    rows = await db.fetch(
+        "SELECT c.client_order_id, i.request FROM cluster_order_cancels c"
+        " JOIN cluster_order_intents i USING (client_order_id)"
+        " WHERE c.account = $1 AND c.state = 'queued' ORDER BY c.requested_at LIMIT $2",
+        account,
+        batch,
+    )
+    done = 0
+    for row in rows:
+        if not lease.may_act():
+            break
+        req = REQUEST_JSON.validate_json(row["request"])
+        order, error = await _cancel(broker, req.symbol, req.client_order_id)
+        async with db.transaction() as conn:
+            await lease.fence(conn)
+            tag = await conn.execute(
+                "UPDATE cluster_order_cancels SET state = $2, answer = $3, answered_at = clock_timestamp()"
+                " WHERE client_order_id = $1 AND state = 'queued'",
+                req.client_order_id,
+                "failed" if error is not None else "done",
+                orjson.dumps({"error": error} if error is not None else {}).decode(),
+            )
+            if order is not None:
+                await conn.execute(
+                    "UPDATE cluster_order_intents SET answer = $2 WHERE client_order_id = $1 AND state = 'placed'",
+                    req.client_order_id,
+                    orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode(),
+                )
+            if not tag.endswith(" 0"):
+                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, answer_key(req.client_order_id))
+        done += 1
+        log.info("order_cancel", client_order_id=req.client_order_id, ok=error is None, error=error)
+    return done
+
+
+async def _cancel(broker: Broker, symbol: str, client_order_id: str) -> tuple[ExchangeOrder | None, str | None]:
+    """Cancel on the exchange: (the order after it, None) when it no longer rests; (the order if
+    known, why) when it was not cancelled.  Never retried by the leader: the caller may ask again."""
+    try:
+        return await broker.cancel(symbol, client_order_id), None
+    except BrokerError as exc:
+        refused = exc
+    try:  # already cancelled (by an earlier request of a leader that died), filled, or never there?
+        found = await broker.query(symbol, client_order_id)
+    except BrokerError as exc:
+        return None, f"not cancelled: {refused}; the order's state could not be read either ({exc}): cancel it again"
+    if found is None:
+        return None, f"order not found on the exchange: {client_order_id} ({refused})"
+    if found.status in CANCELLED:
+        return found, None
+    if found.status in OPEN:
+        return found, f"not cancelled: {refused}"
+    return found, f"invalid transition: {state_name(found.status)} \u2192 Cancelled"
