@@ -266,6 +266,18 @@ class Bus:
             self._set_status("connected", None)
         return Published(stream=ack.stream, seq=ack.seq, duplicate=bool(ack.duplicate))
 
+    async def send(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
+        """Fire and forget: hand ``payload`` to the connection for ``subject`` (a stream stores it; no
+        acknowledgement is awaited, so nothing says it was stored).  False when not connected (not
+        sent: the caller counts it).  For data whose loss is tolerable, such as market data."""
+        if not self._client.is_connected:
+            return False
+        try:
+            await self._client.publish(subject, payload, headers={MSG_ID_HEADER: msg_id})
+        except nats.errors.Error:  # the reconnect buffer is full, or the connection just closed
+            return False
+        return True
+
     # --- consuming ---------------------------------------------------------------------------
 
     async def consume(

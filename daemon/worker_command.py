@@ -4,7 +4,8 @@ alert evaluation for them, on the cluster's PostgreSQL (docs/design.md §11, doc
 It reads the daemon's settings (``--config`` TOML, ``CHARTGEN_*``): ``postgres_dsn`` (required),
 the exchange and its URLs, ``symbols`` × ``intervals`` (markets followed even without alerts),
 the engine's tuning, ``cluster_heartbeat_s``, ``cluster_liveness_s``, and with ``bus = "nats"``
-``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py).
+``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py; the
+worker's closed bars, indicator updates and prices are published there: daemon/market_bus.py).
 Alert actions: a fired alert's order intent is recorded in its firing transaction for the order
 leader of ``cluster_account`` and its outcome settled when the leader answered
 (daemon/cluster_actions.py).  It keeps no local
@@ -32,6 +33,7 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.store import QueueLimits
 from alerts.worker_evaluator import WorkerEvaluator
+from cluster.bus import Bus
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment, Membership, new_member_id
 from cluster.orders import OrderIntents
@@ -41,6 +43,7 @@ from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
 from daemon.http_server import serving
+from daemon.market_bus import TICK_EVERY_S, MarketPublisher
 from daemon.push_bus import PushAnnouncer, connect_bus
 from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
@@ -89,6 +92,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
         )
         member_id = new_member_id("worker")
         announcer: PushAnnouncer | None = None
+        bus: Bus | None = None
         if settings.bus == "nats":
             bus = await connect_bus(settings, member_id, ensure_streams=True)
             stack.push_async_callback(bus.close)
@@ -123,9 +127,13 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             )
             supervisor.start("alert-evaluator", evaluator.run)
             supervisor.start("worker-alert-changes", worker.run_changes)
-            if announcer is not None:
-                supervisor.start("push-announcer", announcer.run)
+            publisher: MarketPublisher | None = None
             scheduler = DaemonScheduler()
+            if announcer is not None and bus is not None:
+                supervisor.start("push-announcer", announcer.run)
+                publisher = MarketPublisher(bus, engine, member_id)
+                supervisor.start("market-publisher", publisher.run)
+                scheduler.every("worker-market-ticks", TICK_EVERY_S, publisher.publish_ticks)
             scheduler.every("worker-heartbeat", settings.cluster_heartbeat_s, worker.refresh)
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
             scheduler.every("worker-alert-actions", ACTIONS_SETTLE_S, _settle_actions(actions))
@@ -135,7 +143,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
                     url = None
                     if http_port is not None:
                         url = await http.enter_async_context(
-                            serving(worker_app(worker, announcer), "127.0.0.1", http_port)
+                            serving(worker_app(worker, announcer, publisher), "127.0.0.1", http_port)
                         )
                     await worker.refresh()  # PostgreSQL away: degraded, the heartbeat job tries again
                     log.info("worker_started", member=worker.member_id, markets=len(worker.owned), http=url)

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from daemon.market_bus import MarketPublisher
 from daemon.metrics import CONTENT_TYPE
 from daemon.push_bus import PushAnnouncer
 from daemon.worker_handover import split_market
@@ -34,9 +35,10 @@ from engine.bars import Bars
 
 
 class _WorkerCollector(Collector):
-    def __init__(self, worker: Worker, announcer: PushAnnouncer | None) -> None:
+    def __init__(self, worker: Worker, announcer: PushAnnouncer | None, publisher: MarketPublisher | None) -> None:
         self.worker = worker
         self.announcer = announcer
+        self.publisher = publisher
 
     def collect(self) -> Iterator[Metric]:
         w = self.worker
@@ -76,12 +78,25 @@ class _WorkerCollector(Collector):
             yield CounterMetricFamily(
                 "chartgen_worker_push_announcements", "push announcements NATS acknowledged", a.published
             )
+        if self.publisher is not None:
+            p = self.publisher
+            yield CounterMetricFamily(
+                "chartgen_worker_market_published", "bars, indicator updates and ticks sent to NATS", p.published
+            )
+            yield CounterMetricFamily(
+                "chartgen_worker_market_dropped",
+                "market messages not sent (NATS away, or the queue overflowed)",
+                p.dropped,
+            )
 
 
-def worker_app(worker: Worker, announcer: PushAnnouncer | None = None) -> Starlette:
-    """The worker's endpoints; with ``bus = "nats"`` its announcer's state joins readiness and metrics."""
+def worker_app(
+    worker: Worker, announcer: PushAnnouncer | None = None, publisher: MarketPublisher | None = None
+) -> Starlette:
+    """The worker's endpoints; with ``bus = "nats"`` its announcer's state joins readiness and metrics,
+    and its market publisher's counts join the metrics and the status."""
     registry = CollectorRegistry()
-    registry.register(_WorkerCollector(worker, announcer))
+    registry.register(_WorkerCollector(worker, announcer, publisher))
 
     def readiness() -> tuple[bool, list[str], dict[str, object]]:
         ready, reasons = worker.readiness()
@@ -90,6 +105,8 @@ def worker_app(worker: Worker, announcer: PushAnnouncer | None = None) -> Starle
             bus_ready, bus_reasons = announcer.readiness()
             ready, reasons = ready and bus_ready, reasons + bus_reasons
             status |= announcer.status()
+        if publisher is not None:
+            status |= publisher.status()
         return ready, reasons, status
 
     async def healthz(request: Request) -> Response:
