@@ -38,6 +38,7 @@ from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
 from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
+from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
 
 NO_CLUSTER_DSN = (
@@ -56,6 +57,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     PG_TOKEN_MIGRATIONS,
     PG_SCHEDULE_MIGRATIONS,
     ACCOUNT_MIGRATIONS,
+    PG_JOURNAL_MIGRATIONS,
 )
 
 

@@ -29,9 +29,11 @@ A front keeps no state of its own, so any number of them can stand behind a load
 **get_orders**, **get_positions** and **get_balance** read the order leader's mirror of the account
 (cluster/account_mirror.py, cluster/account_fills.py).
 
+**log_event** and **get_events** keep the journal in PostgreSQL (mcp_bridge/pg_journal.py).
+
 Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, the
-portfolio and the journal tools, notification channels, OAuth and the dashboard — their stores have
-no PostgreSQL implementation (docs/cluster.md).
+portfolio tools, notification channels, OAuth and the dashboard — their stores have no PostgreSQL
+implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -81,16 +83,18 @@ from daemon.services import agent_settings, chart_service, market_data, testnet_
 from daemon.supervisor import Supervisor
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.symbol_directory import SymbolDirectory
+from mcp_bridge.pg_journal import PgJournalStore
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tools import Services
 
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists (place_oco, brackets), the portfolio and the journal"
-    " run on a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
+    "Not available on a cluster front yet: order lists (place_oco, brackets) and the portfolio tools run on"
+    " a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
     " (place_order, cancel_order), schedules them (schedule_order), lists them (get_orders), shows the"
-    " positions and balances (get_positions, get_balance) and halts trading (halt_trading); see docs/cluster.md."
+    " positions and balances (get_positions, get_balance), halts trading (halt_trading) and keeps the journal"
+    " (log_event, get_events); see docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -236,6 +240,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             charts=charts,
             max_bars=settings.max_bars,
             tokens=PgTokenStore(db),
+            journal=PgJournalStore(db),
             alerts=service,
             push=hub,
             scheduler=scheduler,

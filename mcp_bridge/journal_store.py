@@ -14,7 +14,7 @@ import secrets
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from config.database import Database, Migrations
 
@@ -79,6 +79,17 @@ def _row(row: Any) -> JournalEvent:
 
 
 _COLUMNS = "event_id, tool_call_id, event_type, severity, data, at"
+
+
+class Journal(Protocol):
+    """What log_event and get_events use: :class:`JournalStore` (SQLite) or a cluster front's
+    :class:`mcp_bridge.pg_journal.PgJournalStore` (PostgreSQL)."""
+
+    async def log(
+        self, principal: str, tool_call_id: str, event_type: str, severity: str, data: dict[str, Any]
+    ) -> tuple[JournalEvent, bool]: ...
+
+    async def events(self, principal: str, flt: EventFilter) -> list[JournalEvent]: ...
 
 
 class JournalStore:

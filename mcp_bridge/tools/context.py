@@ -19,7 +19,7 @@ from brokers.service import OrderService
 from engine.charts.service import ChartService
 from engine.live import LiveEngine
 from engine.market_data.source import MarketData
-from mcp_bridge.journal_store import JournalStore
+from mcp_bridge.journal_store import Journal
 from mcp_bridge.prompts import PromptData
 from mcp_bridge.tokens import TokenStore
 
@@ -109,8 +109,9 @@ class Services:
     """A cluster front's get_orders, get_positions and get_balance (cluster/account_mirror.py), or None."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
-    journal: JournalStore | None = None
-    """The agents' event journal (:mod:`mcp_bridge.journal_store`), or None without a database."""
+    journal: Journal | None = None
+    """The agents' event journal (:mod:`mcp_bridge.journal_store`; a cluster front's is
+    :mod:`mcp_bridge.pg_journal`), or None without a database."""
     agent: AgentSettings = field(default_factory=lambda: AgentSettings())
     """Settings of the agent tools (risk metrics, cache)."""
     not_running: str | None = None

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
-from mcp_bridge.journal_store import EventFilter, JournalStore
+from mcp_bridge.journal_store import EventFilter, Journal
 from mcp_bridge.tools.agent_calls import (
     AgentArgs,
     AgentCall,
@@ -75,7 +75,7 @@ class GetEventsData(SourcedData):
     count: int
 
 
-def _journal(ctx: ToolContext) -> JournalStore:
+def _journal(ctx: ToolContext) -> Journal:
     journal = ctx.services.journal
     if journal is None:
         raise AgentError(

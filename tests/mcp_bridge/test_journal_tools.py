@@ -12,7 +12,7 @@ import pytest
 from config.database import Database
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
-from mcp_bridge.journal_store import JournalStore
+from mcp_bridge.journal_store import Journal, JournalStore
 from mcp_bridge.scopes import ALERTS, CHARTS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
@@ -21,10 +21,17 @@ from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 SCOPES = frozenset({CHARTS, ALERTS})
 
 
-def _router(db: Database) -> ToolRouter:
+def router_over(journal: Journal) -> ToolRouter:
+    """A tool router whose journal is ``journal`` (tests/cluster/test_pg_journal.py runs these tests
+    with the PostgreSQL store)."""
     services = Services(charts=ChartService(None, InlineRenderer()))
-    services.journal = JournalStore(db, max_per_principal=5)
+    services.journal = journal
     return ToolRouter(services)
+
+
+@pytest.fixture
+def journal_router(db: Database) -> ToolRouter:
+    return router_over(JournalStore(db, max_per_principal=5))
 
 
 async def _call(router: ToolRouter, name: str, args: dict[str, Any], principal: str | None = "alice") -> Any:
@@ -34,8 +41,8 @@ async def _call(router: ToolRouter, name: str, args: dict[str, Any], principal: 
     return result.is_error, body
 
 
-async def test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice(db: Database) -> None:
-    router = _router(db)
+async def test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice(journal_router: ToolRouter) -> None:
+    router = journal_router
     err, body = await _call(
         router, "log_event", {"event_type": "signal", "data": {"symbol": "BTCUSDT"}, "tool_call_id": "sig_001"}
     )
@@ -52,15 +59,15 @@ async def test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice(d
     assert [e["event_id"] for e in listed["data"]["events"]] == [event_id]
 
 
-async def test_a_minted_tool_call_id_is_returned_and_cited(db: Database) -> None:
-    err, body = await _call(_router(db), "log_event", {"event_type": "trade", "data": {}})
+async def test_a_minted_tool_call_id_is_returned_and_cited(journal_router: ToolRouter) -> None:
+    err, body = await _call(journal_router, "log_event", {"event_type": "trade", "data": {}})
     assert not err
     assert body["tool_call_id"].startswith("log_event_")
     assert body["data"]["source_refs"][0] == body["tool_call_id"]
 
 
-async def test_events_are_visible_only_to_their_principal(db: Database) -> None:
-    router = _router(db)
+async def test_events_are_visible_only_to_their_principal(journal_router: ToolRouter) -> None:
+    router = journal_router
     await _call(router, "log_event", {"event_type": "error", "data": {"x": 1}}, principal="alice")
     err, bob = await _call(router, "get_events", {}, principal="bob")
     assert not err and bob["data"]["events"] == [] and bob["data"]["count"] == 0
@@ -68,8 +75,8 @@ async def test_events_are_visible_only_to_their_principal(db: Database) -> None:
     assert alice["data"]["count"] == 1
 
 
-async def test_filters_by_type_severity_and_the_newest_are_kept(db: Database) -> None:
-    router = _router(db)
+async def test_filters_by_type_severity_and_the_newest_are_kept(journal_router: ToolRouter) -> None:
+    router = journal_router
     plan = [("signal", "low"), ("trade", "high"), ("error", "critical"), ("signal", "medium"), ("alert", "low")]
     for i, (kind, severity) in enumerate(plan):
         await _call(router, "log_event", {"event_type": kind, "data": {"i": i}, "severity": severity})
@@ -99,17 +106,17 @@ async def test_filters_by_type_severity_and_the_newest_are_kept(db: Database) ->
     ],
 )
 async def test_bad_arguments_are_invalid_argument_errors_naming_the_field(
-    db: Database, args: dict[str, Any], field: str
+    journal_router: ToolRouter, args: dict[str, Any], field: str
 ) -> None:
-    err, body = await _call(_router(db), "log_event", args)
+    err, body = await _call(journal_router, "log_event", args)
     assert err
     assert body["error"]["code"] == "INVALID_ARGUMENT"
     assert field in body["error"]["message"]
     assert body["tool_call_id"]
 
 
-async def test_an_unauthenticated_caller_is_refused_with_the_convention(db: Database) -> None:
-    err, body = await _call(_router(db), "get_events", {"tool_call_id": "q1"}, principal=None)
+async def test_an_unauthenticated_caller_is_refused_with_the_convention(journal_router: ToolRouter) -> None:
+    err, body = await _call(journal_router, "get_events", {"tool_call_id": "q1"}, principal=None)
     assert err and body["tool_call_id"] == "q1" and "Authorization" in body["error"]["message"]
 
 

@@ -1,0 +1,49 @@
+"""The journal on PostgreSQL (mcp_bridge/pg_journal.py): the SQLite journal's tool tests
+(tests/mcp_bridge/test_journal_tools.py) run unchanged against it, and a retried ``log_event``
+arriving at two fronts at the same moment logs one event."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from config.postgres import PostgresDatabase
+from mcp_bridge.journal_store import EventFilter
+from mcp_bridge.pg_journal import PgJournalStore
+from mcp_bridge.server import ToolRouter
+from tests.mcp_bridge.test_journal_tools import (  # noqa: F401 - collected here with the PostgreSQL store
+    router_over,
+    test_a_minted_tool_call_id_is_returned_and_cited,
+    test_an_unauthenticated_caller_is_refused_with_the_convention,
+    test_bad_arguments_are_invalid_argument_errors_naming_the_field,
+    test_events_are_visible_only_to_their_principal,
+    test_filters_by_type_severity_and_the_newest_are_kept,
+    test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice,
+)
+
+
+@pytest.fixture
+async def journal_router(cluster: tuple[str, PostgresDatabase]) -> ToolRouter:
+    return router_over(PgJournalStore(cluster[1], max_per_principal=5))
+
+
+async def test_a_retry_at_two_fronts_at_once_logs_one_event(cluster: tuple[str, PostgresDatabase]) -> None:
+    dsn, _ = cluster
+    pools = [await PostgresDatabase.open(dsn, min_size=1, max_size=4) for _ in range(2)]
+    try:
+        fronts = [PgJournalStore(p) for p in pools]
+        data: dict[str, Any] = {"symbol": "BTCUSDT", "side": "buy"}
+        results = await asyncio.gather(
+            *(fronts[i % 2].log("alice", "call-1", "trade", "high", data) for i in range(16))
+        )
+        assert len({event.event_id for event, _ in results}) == 1
+        assert sum(created for _, created in results) == 1
+        assert all(event.data == data for event, _ in results)
+        listed = await fronts[1].events("alice", EventFilter())
+        assert [e.event_id for e in listed] == [results[0][0].event_id]
+        assert await fronts[0].events("bob", EventFilter()) == []
+    finally:
+        for p in pools:
+            await p.close()
