@@ -135,6 +135,10 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp()) - MIN(at), 0) AS oldest_s"
         " FROM alert_actions WHERE state = 'pending'"
     )
+    cancels = await db.fetchrow(
+        "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(requested_at)), 0) AS oldest_s"
+        " FROM cluster_order_cancels WHERE state = 'queued'"
+    )
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -156,6 +160,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "order_intents": by_account,
         "halted": [{"account": r["account"], "reason": r["reason"], "by": r["halted_by"]} for r in halted],
         "alert_actions_pending": {"count": int(actions["n"]), "oldest_s": round(float(actions["oldest_s"]), 1)},
+        "cancels_pending": {"count": int(cancels["n"]), "oldest_s": round(float(cancels["oldest_s"]), 1)},
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
@@ -186,6 +191,9 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
     pending = status["alert_actions_pending"]
     waiting = f" (oldest {pending['oldest_s']:.0f} s)" if pending["count"] else ""
     lines.append(f"alert actions waiting for the order leader's answer: {pending['count']}{waiting}")
+    cancels = status["cancels_pending"]
+    waiting = f" (oldest {cancels['oldest_s']:.0f} s)" if cancels["count"] else ""
+    lines.append(f"cancel requests waiting for the order leader: {cancels['count']}{waiting}")
     lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
     for worker, owned in status["assignment"].items():
         shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")

@@ -42,9 +42,15 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
         )
         await members.heartbeat("front@a", "front", "10.0.0.3")
         assert await Leases(db).acquire("orders/main", "worker@a", 30) is not None
+        placed = uuid.uuid4().hex
         await OrderIntents(db).submit(
             "main",
-            OrderRequest(symbol="BTCUSDT", side="BUY", type="MARKET", client_order_id=uuid.uuid4().hex, quantity=None),
+            OrderRequest(symbol="BTCUSDT", side="BUY", type="MARKET", client_order_id=placed, quantity=None),
+        )
+        await db.execute(
+            "INSERT INTO cluster_order_cancels (client_order_id, account, state, requested_at)"
+            " VALUES ($1, 'main', 'queued', clock_timestamp() - interval '20 seconds')",
+            placed,
         )
         now = time.time()
         await PgAlertStore(db).insert_many(
@@ -77,6 +83,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert [(x["name"], x["holder"], x["token"]) for x in status["leases"]] == [("orders/main", "worker@a", 1)]
     assert status["order_intents"] == {"main": {"queued": 1}}
     assert status["alert_actions_pending"]["count"] == 1 and status["alert_actions_pending"]["oldest_s"] >= 30
+    assert status["cancels_pending"]["count"] == 1 and status["cancels_pending"]["oldest_s"] >= 20
     markets = ["BTCUSDT 1h", "ETHUSDT 1h", "SOLUSDT 1h"]
     expected = {w: [m for m in markets if owner_of(m, ["worker@a", "worker@b"]) == w] for w in ("worker@a", "worker@b")}
     assert status["assignment"] == expected and status["markets_with_alerts"] == 3
@@ -85,6 +92,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert code == 0, err
     assert "orders/main  holder worker@a  token 1" in out and "worker@gone" in out and "dead" in out
     assert "alert actions waiting for the order leader's answer: 1 (oldest" in out
+    assert "cancel requests waiting for the order leader: 1 (oldest" in out
 
 
 async def test_missing_unreachable_or_unmigrated_postgres_is_a_clear_error(postgres: Any, tmp_path: Path) -> None:
