@@ -356,20 +356,7 @@ class OrderStore:
             + " ORDER BY time_ms, trade_id"
         )
         rows = await self.db.fetchall(sql, (broker, symbol) if symbol else (broker,))
-        return [
-            Fill(
-                trade_id=int(r["trade_id"]),
-                symbol=r["symbol"],
-                side=r["side"],
-                client_order_id=r["client_order_id"],
-                quantity=Decimal(r["quantity"]),
-                price=Decimal(r["price"]),
-                commission=Decimal(r["commission"]),
-                commission_asset=r["commission_asset"],
-                time_ms=int(r["time_ms"]),
-            )
-            for r in rows
-        ]
+        return [fill_of(r) for r in rows]
 
     async def last_trade_ids(self, broker: str) -> dict[str, int]:
         rows = await self.db.fetchall(
@@ -392,3 +379,18 @@ class OrderStore:
     async def symbols(self, broker: str) -> list[str]:
         rows = await self.db.fetchall("SELECT DISTINCT symbol FROM orders WHERE broker = ?", (broker,))
         return [r["symbol"] for r in rows]
+
+
+def fill_of(r: Any) -> Fill:
+    """A fill from a row of a fills table (SQLite's ``fills`` or the cluster's mirror: by column name)."""
+    return Fill(
+        trade_id=int(r["trade_id"]),
+        symbol=r["symbol"],
+        side=r["side"],
+        client_order_id=r["client_order_id"],
+        quantity=Decimal(r["quantity"]),
+        price=Decimal(r["price"]),
+        commission=Decimal(r["commission"]),
+        commission_asset=r["commission_asset"],
+        time_ms=int(r["time_ms"]),
+    )

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 
 from brokers.models import Fill
+from brokers.order_store import fill_of
 from brokers.positions import positions_from_fills
 from brokers.protocol import Broker
 from config.postgres import PostgresDatabase
@@ -163,17 +164,7 @@ async def positions(conn: asyncpg.Connection, account: str, as_of: datetime) -> 
         )
     }
     fills = [
-        Fill(
-            trade_id=int(r["trade_id"]),
-            symbol=r["symbol"],
-            side=r["side"],
-            client_order_id=r["client_order_id"],
-            quantity=Decimal(r["quantity"]),
-            price=Decimal(r["price"]),
-            commission=Decimal(r["commission"]),
-            commission_asset=r["commission_asset"],
-            time_ms=int(r["time_ms"]),
-        )
+        fill_of(r)
         for r in await conn.fetch(
             "SELECT * FROM cluster_account_fills WHERE account = $1 ORDER BY time_ms, trade_id", account
         )

@@ -67,18 +67,19 @@ class EventFilter:
     limit: int = 100
 
 
-def _row(row: Any) -> JournalEvent:
+def event_of(row: Any) -> JournalEvent:
+    """An event from a row of ``journal_events`` (SQLite's or PostgreSQL's: read by column name)."""
     return JournalEvent(
-        event_id=row[0],
-        tool_call_id=row[1],
-        event_type=row[2],
-        severity=row[3],
-        data=json.loads(row[4]),
-        at=row[5],
+        event_id=row["event_id"],
+        tool_call_id=row["tool_call_id"],
+        event_type=row["event_type"],
+        severity=row["severity"],
+        data=json.loads(row["data"]),
+        at=float(row["at"]),
     )
 
 
-_COLUMNS = "event_id, tool_call_id, event_type, severity, data, at"
+COLUMNS = "event_id, tool_call_id, event_type, severity, data, at"
 
 
 class Journal(Protocol):
@@ -122,10 +123,10 @@ class JournalStore:
                     (principal, principal, keep),
                 )
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM journal_events WHERE principal = ? AND tool_call_id = ?",
+                f"SELECT {COLUMNS} FROM journal_events WHERE principal = ? AND tool_call_id = ?",
                 (principal, tool_call_id),
             ).fetchone()
-            return _row(row), created
+            return event_of(row), created
 
         return await self._db.run_transaction(write, durable=True)
 
@@ -145,7 +146,7 @@ class JournalStore:
             where.append("at <= ?")
             params.append(flt.until)  # type: ignore[arg-type]
         rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM journal_events WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+            f"SELECT {COLUMNS} FROM journal_events WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
             (*params, flt.limit),
         )
-        return [_row(r) for r in rows]
+        return [event_of(r) for r in rows]

@@ -18,11 +18,17 @@ import secrets
 import time
 from typing import Any
 
-import asyncpg
-
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, unreachable_as
-from mcp_bridge.journal_store import EVENT_TYPES, MAX_EVENTS_PER_PRINCIPAL, SEVERITIES, EventFilter, JournalEvent
+from mcp_bridge.journal_store import (
+    COLUMNS,
+    EVENT_TYPES,
+    MAX_EVENTS_PER_PRINCIPAL,
+    SEVERITIES,
+    EventFilter,
+    JournalEvent,
+    event_of,
+)
 
 PG_JOURNAL_MIGRATIONS = Migrations(
     "journal",
@@ -46,19 +52,6 @@ PG_JOURNAL_MIGRATIONS = Migrations(
         ),
     ),
 )
-
-_COLUMNS = "event_id, tool_call_id, event_type, severity, data, at"
-
-
-def _event(row: asyncpg.Record) -> JournalEvent:
-    return JournalEvent(
-        event_id=row["event_id"],
-        tool_call_id=row["tool_call_id"],
-        event_type=row["event_type"],
-        severity=row["severity"],
-        data=json.loads(row["data"]),
-        at=float(row["at"]),
-    )
 
 
 class PgJournalStore:
@@ -95,18 +88,18 @@ class PgJournalStore:
                         self._max,
                     )
                 row = await conn.fetchrow(
-                    f"SELECT {_COLUMNS} FROM journal_events WHERE principal = $1 AND tool_call_id = $2",
+                    f"SELECT {COLUMNS} FROM journal_events WHERE principal = $1 AND tool_call_id = $2",
                     principal,
                     tool_call_id,
                 )
         assert row is not None
-        return _event(row), created
+        return event_of(row), created
 
     async def events(self, principal: str, flt: EventFilter) -> list[JournalEvent]:
         """The principal's events matching ``flt``, newest first."""
         with unreachable_as("events not read", self._db.where):
             rows = await self._db.fetch(
-                f"SELECT {_COLUMNS} FROM journal_events WHERE principal = $1"
+                f"SELECT {COLUMNS} FROM journal_events WHERE principal = $1"
                 " AND (cardinality($2::text[]) = 0 OR event_type = ANY($2::text[]))"
                 " AND (cardinality($3::text[]) = 0 OR severity = ANY($3::text[]))"
                 " AND ($4::double precision IS NULL OR at >= $4) AND ($5::double precision IS NULL OR at <= $5)"
@@ -118,4 +111,4 @@ class PgJournalStore:
                 flt.until,
                 flt.limit,
             )
-        return [_event(r) for r in rows]
+        return [event_of(r) for r in rows]
