@@ -45,14 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_common import print_machine
+from bench.cluster_workers import _percentile
 from config.postgres import PostgresDatabase
 
 DEADLINE_S = 900.0
-
-
-def _percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 class Collected:

@@ -124,7 +124,11 @@ async def carry_out(db: PostgresDatabase, broker: Broker, lease: Lease, account:
         if not lease.may_act():
             break
         req = REQUEST_JSON.validate_json(row["request"])
-        order, error = await _cancel(broker, req.symbol, req.client_order_id)
+        try:
+            order, error = await _cancel(broker, req.symbol, req.client_order_id)
+        except Exception as exc:  # one request that cannot be carried out must not stop the leader's rounds
+            log.exception("order_cancel_failed", client_order_id=req.client_order_id)
+            order, error = None, f"not cancelled: the order leader failed ({type(exc).__name__}); cancel it again"
         async with db.transaction() as conn:
             await lease.fence(conn)
             tag = await conn.execute(
