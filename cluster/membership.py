@@ -49,6 +49,7 @@ MEMBER_MIGRATIONS = Migrations(
                 CHECK (role IN ('worker', 'front', 'leader'))
             """,
         ),
+        (3, "ALTER TABLE cluster_members ADD COLUMN bus TEXT"),
     ),
 )
 
@@ -87,6 +88,8 @@ class Member:
     address: str
     seen_s_ago: float
     """Seconds since its last heartbeat, on the server's clock."""
+    bus: str | None = None
+    """The member's ``bus`` setting ("local" or "nats"; None for an order leader, which uses none)."""
 
 
 class Membership:
@@ -98,16 +101,18 @@ class Membership:
         self.db = db
         self.liveness_s = liveness_s
 
-    async def heartbeat(self, member_id: str, role: str, address: str = "") -> None:
+    async def heartbeat(self, member_id: str, role: str, address: str = "", bus: str | None = None) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         await self.db.execute(
-            "INSERT INTO cluster_members (id, role, address, started_at, last_seen)"
-            " VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp())"
-            " ON CONFLICT (id) DO UPDATE SET last_seen = clock_timestamp(), address = excluded.address",
+            "INSERT INTO cluster_members (id, role, address, started_at, last_seen, bus)"
+            " VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(), $4)"
+            " ON CONFLICT (id) DO UPDATE SET last_seen = clock_timestamp(), address = excluded.address,"
+            " bus = excluded.bus",
             member_id,
             role,
             address,
+            bus,
         )
 
     async def leave(self, member_id: str) -> None:
@@ -117,11 +122,26 @@ class Membership:
     async def members(self, role: str | None = None) -> list[Member]:
         """Every member row (live or not), oldest heartbeat last."""
         rows = await self.db.fetch(
-            "SELECT id, role, address, EXTRACT(EPOCH FROM clock_timestamp() - last_seen) AS ago"
+            "SELECT id, role, address, bus, EXTRACT(EPOCH FROM clock_timestamp() - last_seen) AS ago"
             " FROM cluster_members WHERE $1::text IS NULL OR role = $1 ORDER BY id",
             role,
         )
-        return [Member(r["id"], r["role"], r["address"], float(r["ago"])) for r in rows]
+        return [Member(r["id"], r["role"], r["address"], float(r["ago"]), r["bus"]) for r in rows]
+
+    async def bus_mismatch(self, bus: str) -> str | None:
+        """Why the live members do not agree with ``bus`` (the live workers and fronts whose ``bus``
+        differs), or None.  Workers announce fired notifications on their bus and fronts listen on
+        theirs: a front on another bus than a worker hears that worker's firings only from its
+        relay's periodic sweep."""
+        other = sorted(
+            f"{m.role} {m.id} ({m.bus})"
+            for m in await self.members()
+            if m.seen_s_ago <= self.liveness_s and m.bus is not None and m.bus != bus
+        )
+        if not other:
+            return None
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        return f'bus mismatch: this member has bus = "{bus}" but {shown}; set the same bus on every worker and front'
 
     async def live(self, role: str) -> list[str]:
         """Ids of the members of ``role`` heard from within the liveness window, sorted."""
@@ -163,14 +183,15 @@ class MarketAssignment:
     Two workers may briefly both follow a market (a joining worker before the old owner
     refreshes): harmless to alerts, whose firing is exactly-once in the store."""
 
-    def __init__(self, membership: Membership, member_id: str, address: str = "") -> None:
+    def __init__(self, membership: Membership, member_id: str, address: str = "", bus: str | None = None) -> None:
         self.membership = membership
         self.member_id = member_id
         self.address = address
+        self.bus = bus
         self.owned: frozenset[str] = frozenset()
 
     async def refresh(self, markets: Iterable[str]) -> AssignmentChange:
-        await self.membership.heartbeat(self.member_id, "worker", self.address)
+        await self.membership.heartbeat(self.member_id, "worker", self.address, self.bus)
         live = await self.membership.live("worker")
         if self.member_id not in live:  # heard a moment ago: only a clock edge can hide it
             live = sorted([*live, self.member_id])

@@ -150,9 +150,11 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
                 "address": m.address,
                 "seen_s_ago": round(m.seen_s_ago, 3),
                 "live": m.id in live_any,
+                "bus": m.bus,
             }
             for m in rows
         ],
+        "buses": sorted({m.bus for m in rows if m.id in live_any and m.bus is not None}),
         "leases": [
             {"name": x.name, "holder": x.holder, "token": x.token, "expires_in_s": round(x.expires_in_s, 3)}
             for x in leases
@@ -172,9 +174,17 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
     lines = [f"members (dead after {liveness_s:g} s without a heartbeat):"]
     for m in status["members"] or []:
         state = "live" if m["live"] else "dead"
-        lines.append(f"  {m['role']:<6} {m['id']}  {m['address'] or '-'}  seen {m['seen_s_ago']:.1f} s ago  {state}")
+        bus = f"  bus {m['bus']}" if m["bus"] else ""
+        lines.append(
+            f"  {m['role']:<6} {m['id']}  {m['address'] or '-'}  seen {m['seen_s_ago']:.1f} s ago  {state}{bus}"
+        )
     if not status["members"]:
         lines.append("  none")
+    if len(status["buses"]) > 1:
+        lines.append(
+            f"  BUS MISMATCH: live members use bus {' and '.join(status['buses'])}; set the same bus on every worker"
+            " and front (a front hears another bus's firings only from its 15 s sweep)"
+        )
     lines.append("leases:")
     for x in status["leases"]:
         held = f"expires in {x['expires_in_s']:.1f} s" if x["expires_in_s"] > 0 else "expired"

@@ -138,6 +138,13 @@ class Front:
     """Why the front cannot reach PostgreSQL now (None: it can)."""
     degraded_since: float | None = None
     notes: list[str] = field(default_factory=list)
+    bus: str = "local"
+    """This front's ``bus`` setting, recorded with its heartbeat."""
+    bus_mismatch: str | None = None
+    """Live workers or fronts on another bus (:meth:`Membership.bus_mismatch`), or None: logged and in
+    /status, not a readiness failure — the front still serves, its notifications arrive by the relay's
+    sweep, and failing readiness would take every front out of the load balancer while an operator
+    moves the cluster from one bus to the other."""
     connects_seen: int = 0
     """The listener's :attr:`~PushListener.connects` when the relay last re-read after a reconnect."""
 
@@ -147,7 +154,8 @@ class Front:
             self.connects_seen = self.listener.connects
             self.relay.reconnected()
         try:
-            await self.membership.heartbeat(self.member_id, "front", self.address)
+            await self.membership.heartbeat(self.member_id, "front", self.address, self.bus)
+            mismatch = await self.membership.bus_mismatch(self.bus)
         except (StorageUnavailable, *UNREACHABLE) as exc:
             if self.degraded is None:
                 self.degraded_since = time.time()
@@ -157,6 +165,9 @@ class Front:
         if self.degraded is not None:
             log.info("front_recovered", after_s=round(time.time() - (self.degraded_since or time.time()), 1))
         self.degraded = self.degraded_since = None
+        if mismatch != self.bus_mismatch and mismatch is not None:
+            log.warning("front_bus_mismatch", problem=mismatch)
+        self.bus_mismatch = mismatch
 
     def readiness(self) -> tuple[bool, list[str]]:
         """/readyz: ready while PostgreSQL answers and the push listener is connected."""
@@ -176,6 +187,8 @@ class Front:
             "alerts_armed": self.alerts.armed,
             "push_frames_relayed": self.relay.frames,
             "push_listener_connected": self.listener.connected,
+            "bus": self.bus,
+            "bus_mismatch": self.bus_mismatch,
         }
 
 
@@ -231,6 +244,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             relay=relay,
             alerts=index,
             address=address,
+            bus=settings.bus,
         )
         stack.push_async_callback(front.listener.close)
         stack.push_async_callback(_leave, front)

@@ -99,7 +99,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             announcer = PushAnnouncer(bus)
         store = PgAlertStore(db, limits, announce_push=None if announcer is None else announcer.announce)
         membership = Membership(db, settings.cluster_liveness_s)
-        assignment = MarketAssignment(membership, member_id)
+        assignment = MarketAssignment(membership, member_id, bus=settings.bus)
         sources: list[EngineSources] = []
         async with (
             Supervisor() as supervisor,

@@ -24,6 +24,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
+from cluster.membership import Membership
 from config.postgres import PostgresDatabase
 from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_daemon
 from tests.support.workers import Workers, real_clock_simulator, until
@@ -178,8 +179,19 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
             async with http.get(f"{a.base}/status", headers={"Authorization": f"Bearer {token}"}) as r:
                 status = await r.json()
             assert status["cluster"]["role"] == "front" and status["cluster"]["ready"] is True
+            assert (status["cluster"]["bus"], status["cluster"]["bus_mismatch"]) == ("local", None)
             members = {r["id"] for r in await db.fetch("SELECT id FROM cluster_members WHERE role = 'front'")}
             assert len(members) == 2
+
+            # A worker on the other bus joins: the front names it (it would hear its firings only by sweep).
+            await Membership(db, LIVENESS_S).heartbeat("worker@elsewhere", "worker", bus="nats")
+
+            async def mismatch() -> str | None:
+                async with http.get(f"{a.base}/status", headers={"Authorization": f"Bearer {token}"}) as r:
+                    return (await r.json())["cluster"]["bus_mismatch"]
+
+            assert "worker worker@elsewhere (nats)" in await until(mismatch, 30, every_s=0.1)
+            await Membership(db, LIVENESS_S).leave("worker@elsewhere")
 
             code, out, err = await token_command(dsn, "revoke", "alice")
             assert code == 0 and "revoked" in out, err

@@ -74,6 +74,27 @@ async def test_heartbeats_make_members_live_and_silence_or_leaving_removes_them(
     assert [m.id for m in await members.members()] == [f]
 
 
+async def test_members_on_another_bus_are_named_and_dead_or_busless_ones_are_not(cluster_db: PostgresDatabase) -> None:
+    members = Membership(cluster_db, liveness_s=6.0)
+    await members.heartbeat("worker@a", "worker", bus="nats")
+    await members.heartbeat("front@a", "front", "10.0.0.3", bus="nats")
+    await members.heartbeat("leader@a", "leader")  # a leader uses no bus
+    assert await members.bus_mismatch("nats") is None
+    await members.heartbeat("front@b", "front", bus="local")
+    problem = await members.bus_mismatch("nats")
+    assert problem is not None and "front front@b (local)" in problem and "worker@a" not in problem
+    assert "set the same bus on every worker and front" in problem
+    local_view = await members.bus_mismatch("local")
+    assert local_view is not None and "worker worker@a (nats)" in local_view and "front front@a (nats)" in local_view
+    await cluster_db.execute(  # front@b falls silent: a dead member does not count
+        "UPDATE cluster_members SET last_seen = last_seen - interval '10 seconds' WHERE id = 'front@b'"
+    )
+    assert await members.bus_mismatch("nats") is None
+    assert {m.id: m.bus for m in await members.members()} == {
+        "front@a": "nats", "front@b": "local", "leader@a": None, "worker@a": "nats"
+    }  # fmt: skip
+
+
 async def test_a_bad_role_is_refused(cluster_db: PostgresDatabase) -> None:
     with pytest.raises(ValueError, match="role must be one of"):
         await Membership(cluster_db).heartbeat("x", "scheduler")

@@ -35,12 +35,12 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     try:
         members = Membership(db)
         await members.heartbeat("worker@a", "worker", "10.0.0.1")
-        await members.heartbeat("worker@b", "worker", "10.0.0.2")
+        await members.heartbeat("worker@b", "worker", "10.0.0.2", bus="local")
         await members.heartbeat("worker@gone", "worker")
         await db.execute(
             "UPDATE cluster_members SET last_seen = last_seen - interval '1 minute' WHERE id = 'worker@gone'"
         )
-        await members.heartbeat("front@a", "front", "10.0.0.3")
+        await members.heartbeat("front@a", "front", "10.0.0.3", bus="nats")
         assert await Leases(db).acquire("orders/main", "worker@a", 30) is not None
         placed = uuid.uuid4().hex
         await OrderIntents(db).submit(
@@ -82,6 +82,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert live == {"worker@a": True, "worker@b": True, "worker@gone": False, "front@a": True}
     assert [(x["name"], x["holder"], x["token"]) for x in status["leases"]] == [("orders/main", "worker@a", 1)]
     assert status["order_intents"] == {"main": {"queued": 1}}
+    assert status["buses"] == ["local", "nats"]
     assert status["alert_actions_pending"]["count"] == 1 and status["alert_actions_pending"]["oldest_s"] >= 30
     assert status["cancels_pending"]["count"] == 1 and status["cancels_pending"]["oldest_s"] >= 20
     markets = ["BTCUSDT 1h", "ETHUSDT 1h", "SOLUSDT 1h"]
@@ -92,6 +93,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert code == 0, err
     assert "orders/main  holder worker@a  token 1" in out and "worker@gone" in out and "dead" in out
     assert "alert actions waiting for the order leader's answer: 1 (oldest" in out
+    assert "bus nats" in out and "BUS MISMATCH: live members use bus local and nats" in out
     assert "cancel requests waiting for the order leader: 1 (oldest" in out
 
 
