@@ -3,20 +3,25 @@
 :class:`ChannelRouting` decides which channels a fired alert goes to — the operator's
 ``notify_all_channels`` for everybody, plus the channels the owner routed its own notifications
 to with ``subscribe_notifications {"channels": [...]}`` (when the subscription's filters match
-the alert).  :func:`enqueue_in` writes the rows on the firing transaction's connection, so a
-notification is in the outbox exactly when its alert has fired; :func:`set_action_in` puts an
-alert action's outcome into the undelivered rows in the transaction that records the outcome.
-:class:`OutboxStore` is the delivery side the channel senders (alerts.channels) use.
+the alert); :func:`outbox_rows` makes a firing's rows (both stores).  :func:`enqueue_in` writes
+them on the firing transaction's connection, so a notification is in the outbox exactly when its
+alert has fired; :func:`set_action_in` puts an alert action's outcome into the undelivered rows in
+the transaction that records the outcome.  :class:`OutboxStore` is the delivery side the channel
+senders (alerts.channels) use — :class:`Outbox` is its interface, which the PostgreSQL outbox
+(alerts/pg_outbox.py) also has.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
 
+from alerts.models import Alert, Firing, Subscription, push_frame
+from config import Settings
 from config.database import Database
 
 
@@ -27,6 +32,11 @@ class ChannelRouting:
     known: frozenset[str] = frozenset()
     all_principals: tuple[str, ...] = ()
     """``notify_all_channels``, in the order configured."""
+
+    @classmethod
+    def configured(cls, settings: Settings) -> ChannelRouting:
+        """The operator's ``[channels.NAME]`` and ``notify_all_channels``."""
+        return cls(known=frozenset(settings.channels), all_principals=tuple(settings.notify_all_channels))
 
     def for_alert(self, own: Iterable[str] | None) -> list[str]:
         """The channels of one notification: everybody's, then the owner's own (unknown names skipped)."""
@@ -46,6 +56,41 @@ class OutboxRow:
     principal: str
     payload: str
     created_at: float
+
+
+class FiredAlert(Protocol):
+    """What :func:`outbox_rows` reads of a fired alert (alerts.store's ``Fired``)."""
+
+    @property
+    def alert(self) -> Alert: ...
+    @property
+    def firing(self) -> Firing: ...
+    @property
+    def push_data(self) -> str | None: ...
+    @property
+    def action(self) -> dict[str, Any] | None: ...
+
+
+def outbox_rows(
+    routing: ChannelRouting,
+    fired: Iterable[FiredAlert],
+    subscriptions: Mapping[str, Subscription],
+    now: float,
+    dumps: Callable[[Any], str],
+) -> list[OutboxRow]:
+    """One row per channel of each fired alert: the operator's channels, and the owner's own when its
+    push subscription (``subscriptions`` by principal) matches the alert; the payload is the push frame."""
+    if not routing.known:
+        return []
+    rows: list[OutboxRow] = []
+    for x in fired:
+        sub = subscriptions.get(x.alert.principal)
+        own = sub.channels if sub is not None and sub.matches(x.alert) else None
+        channels = routing.for_alert(own)
+        if channels:
+            data = x.push_data or dumps(push_frame(x.alert, x.firing, x.action))
+            rows.extend(OutboxRow(c, x.alert.id, x.alert.principal, data, now) for c in channels)
+    return rows
 
 
 def enqueue_in(conn: sqlite3.Connection, rows: Sequence[OutboxRow]) -> int:
@@ -90,6 +135,32 @@ class ChannelCounts:
     delivered: int = 0
     failed: int = 0
     oldest_pending_at: float | None = None
+
+
+COUNTS_SQL = "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
+
+
+def channel_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, ChannelCounts]:
+    """:data:`COUNTS_SQL`'s rows as each channel's counts."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        entry = out.setdefault(r["channel"], {})
+        entry[r["state"]] = int(r["n"])
+        if r["state"] == "pending":
+            entry["oldest_pending_at"] = float(r["oldest"])
+    return {name: ChannelCounts(**e) for name, e in out.items()}
+
+
+class Outbox(Protocol):
+    """The delivery side of an outbox, as :class:`~alerts.channels.sender.OutboxSender` uses it."""
+
+    async def head(self, channel: str, limit: int = 200) -> list[Delivery]: ...
+    async def payload(self, row_id: int) -> str | None: ...
+    async def delivered(self, row_ids: Sequence[int], now: float) -> None: ...
+    async def retry_later(self, row_id: int, next_at: float, error: str) -> None: ...
+    async def failed(self, row_id: int, now: float, error: str) -> None: ...
+    async def counts(self) -> dict[str, ChannelCounts]: ...
+    async def prune(self, before: float) -> int: ...
 
 
 class OutboxStore:
@@ -159,16 +230,7 @@ class OutboxStore:
 
     async def counts(self) -> dict[str, ChannelCounts]:
         """Per channel: pending, delivered and failed rows and the creation time of the oldest pending one."""
-        rows = await self.db.fetchall(
-            "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
-        )
-        out: dict[str, dict[str, object]] = {}
-        for r in rows:
-            entry = out.setdefault(r["channel"], {})
-            entry[r["state"]] = int(r["n"])
-            if r["state"] == "pending":
-                entry["oldest_pending_at"] = float(r["oldest"])
-        return {name: ChannelCounts(**e) for name, e in out.items()}  # type: ignore[arg-type]
+        return channel_counts(await self.db.fetchall(COUNTS_SQL))
 
     async def prune(self, before: float) -> int:
         """Drop delivered and failed rows finished before ``before``; returns how many."""

@@ -10,7 +10,8 @@ with the refusal otherwise.  The intent therefore exists exactly when the alert 
 
 :meth:`PgActionOutcomes.record` makes an outcome final, once whoever calls it (``UPDATE … WHERE
 state = 'pending'``: several workers may settle the same action): it writes the outcome into the
-poll notification if it is still queued and queues the alert's push frame — held back at the
+poll notification if it is still queued and into the notification's undelivered outbox rows, and
+queues the alert's push frame — held back at the
 firing so that the pushed notification carries the order's outcome, as on a single node — with
 the principal's next sequence number, announced to the fronts like a firing's frames (``NOTIFY``
 in the transaction, or the store's ``announce_push`` after it).
@@ -28,6 +29,7 @@ import orjson
 from alerts.action_store import PlannedAction, refusal_before_commit
 from alerts.actions import ActionRefused, pending_outcome, refused_outcome
 from alerts.models import Alert, Firing, push_frame
+from alerts.pg_outbox import set_action as set_outbox_action
 from alerts.pg_push import notify_pushed
 from alerts.store import alert_of, dumps
 from alerts.subscription_store import subscription_of
@@ -115,6 +117,7 @@ class PgActionOutcomes:
         )
         if principal is None:
             return {}
+        await set_outbox_action(conn, alert_id, outcome)
         payload = await conn.fetchval("SELECT payload FROM notifications WHERE alert_id = $1", alert_id)
         if payload is not None:
             entry = orjson.loads(payload)

@@ -15,7 +15,8 @@ writing at once require:
 ``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.  Step 2 indexes
 alerts by market, which a cluster worker reads its share by.  Step 3 adds ``alert_actions`` (an
 alert action's client order id and outcome: ``pending`` until the order leader answered; the
-PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py).
+PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py).  Step 4 adds the
+notification channels' ``outbox`` (alerts/pg_outbox.py; SQLite's step 3).
 """
 
 from __future__ import annotations
@@ -101,6 +102,27 @@ PG_MIGRATIONS = Migrations(
                 at DOUBLE PRECISION NOT NULL
             );
             CREATE INDEX alert_actions_pending ON alert_actions (at) WHERE state = 'pending'
+            """,
+        ),
+        (
+            4,
+            """
+            CREATE TABLE outbox (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                channel TEXT NOT NULL,
+                notification_id TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_at DOUBLE PRECISION NOT NULL,
+                last_error TEXT,
+                done_at DOUBLE PRECISION,
+                UNIQUE (channel, notification_id)
+            );
+            CREATE INDEX outbox_pending ON outbox (channel, id) WHERE state = 'pending';
+            CREATE INDEX outbox_notification ON outbox (notification_id) WHERE state = 'pending'
             """,
         ),
     ),

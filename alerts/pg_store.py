@@ -23,8 +23,8 @@ that fired is gone), so repeating the call once the server is back is always saf
 
 Alert actions: :meth:`PgAlertStore.fire` runs an *async* ``commit_action`` (a cluster worker's
 records the order intent, daemon/cluster_actions.py) per fired action alert inside the firing
-transaction; alerts/pg_actions.py says how, and when their push frames are queued.  Not on
-PostgreSQL yet (refused clearly): notification channels (the outbox's delivery side).
+transaction; alerts/pg_actions.py says how, and when their push frames are queued.  Notification
+channels: the firing transaction writes the outbox rows (alerts/pg_outbox.py) of ``routing``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ import orjson
 
 from alerts.action_store import PlannedAction
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
-from alerts.outbox_store import ChannelRouting
+from alerts.outbox_store import ChannelRouting, outbox_rows
 from alerts.pg_actions import PgCommitAction, commit_actions
 from alerts.pg_changes import notify_gone, notify_reload, notify_set
 from alerts.pg_firing_sql import RECORD as _RECORD
 from alerts.pg_firing_sql import TAKE as _TAKE
+from alerts.pg_outbox import enqueue as enqueue_outbox
 from alerts.pg_push import by_principal, notify_pushed
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
@@ -71,12 +72,8 @@ class PgAlertStore:
         *,
         announce_push: Callable[[dict[str, list[int]]], None] | None = None,
     ) -> None:
-        if routing is not None and routing.known:
-            raise ValueError(
-                "notification channels are not built on PostgreSQL storage yet: remove [channels] from the"
-                ' configuration, or use storage = "sqlite"'
-            )
         self.db = db
+        self.routing = routing or ChannelRouting()
         self.limits = limits or QueueLimits()
         self.announce_push = announce_push
         """None: the firing transaction announces new push frames by ``NOTIFY`` (bus = "local");
@@ -221,7 +218,7 @@ class PgAlertStore:
         return fired, done
 
     def wake_senders(self, fired: Sequence[Fired]) -> None:
-        """Channels are not built on PostgreSQL (see the module docstring): nothing to wake."""
+        """Nothing to do: the firing transaction's ``NOTIFY chartgen_outbox`` wakes the sender."""
 
     async def _fire_tx(
         self,
@@ -279,6 +276,7 @@ class PgAlertStore:
         if self.announce_push is None:
             await notify_pushed(conn, by_principal((alerts[aid].principal, seq) for aid, seq in seqs.items()))
         out = [Fired(alerts[aid], by_id[aid], seqs.get(aid), frames.get(aid), actions.get(aid)) for aid in live]
+        await enqueue_outbox(conn, outbox_rows(self.routing, out, subs, now, dumps))
         for r in result:
             if r["alert_id"] is None:
                 await self._trim(conn, r["principal"], int(r["push_queued"]), int(r["poll_queued"]))

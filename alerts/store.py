@@ -25,7 +25,7 @@ import orjson
 
 from alerts.action_store import CommitAction, PlannedAction, commit_actions_in
 from alerts.models import Alert, Firing, Subscription, notification_payload, push_frame
-from alerts.outbox_store import ChannelRouting, OutboxRow, enqueue_in
+from alerts.outbox_store import ChannelRouting, enqueue_in, outbox_rows
 from alerts.schema import MIGRATIONS
 from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscription_of
 from config.database import Database
@@ -299,7 +299,7 @@ class AlertStore(SubscriptionQueries):
                 for x in out
             ],
         )
-        self._enqueue_channels(conn, out, subs, matched, now)
+        enqueue_in(conn, outbox_rows(self.routing, out, subs, now, dumps))
         if seqs:
             conn.executemany(
                 "INSERT OR IGNORE INTO push_queue (seq, principal, alert_id, frame, enqueued_at)"
@@ -314,23 +314,6 @@ class AlertStore(SubscriptionQueries):
         for principal, (pushed, notified) in added.items():
             self._trim_sync(conn, principal, pushed, notified)
         return out
-
-    def _enqueue_channels(
-        self, conn: sqlite3.Connection, out: list[Fired], subs: dict[str, Subscription], matched: set[str], now: float
-    ) -> None:
-        """One outbox row per channel of each fired alert (same transaction as the firing)."""
-        if not self.routing.known:
-            return
-        rows: list[OutboxRow] = []
-        for x in out:
-            aid = x.alert.id
-            own = subs[x.alert.principal].channels if aid in matched else None
-            channels = self.routing.for_alert(own)
-            if not channels:
-                continue
-            data = x.push_data or dumps(push_frame(x.alert, x.firing, x.action))
-            rows.extend(OutboxRow(c, aid, x.alert.principal, data, now) for c in channels)
-        enqueue_in(conn, rows)
 
     def _trim_sync(self, conn: sqlite3.Connection, principal: str, pushed: int, notified: int) -> None:
         """Enforce the caps: past :meth:`QueueLimits.trim_above`, keep the newest ``push_cap``

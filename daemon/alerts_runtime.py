@@ -56,7 +56,7 @@ async def running_alerts(
     limits = QueueLimits(
         push_cap=settings.notify_queue_cap, push_ttl_s=settings.notify_queue_ttl_s, poll_cap=settings.notify_poll_cap
     )
-    routing = ChannelRouting(known=frozenset(settings.channels), all_principals=tuple(settings.notify_all_channels))
+    routing = ChannelRouting.configured(settings)
     store = AlertStore(db, limits, routing)
     hub = PushHub(store.mark_delivered)
     executor = OrderActionExecutor(orders) if orders is not None else None

@@ -1,13 +1,15 @@
 """``chartgen cluster migrate | status``: the cluster's PostgreSQL, for the operator.
 
 ``migrate`` applies the PostgreSQL schema of every cluster package (alerts, leases, membership,
-order intents, hand-over marks, bearer tokens; config/postgres.py: all pending steps in one
+order intents, hand-over marks, bearer tokens, OAuth, …; config/postgres.py: all pending steps in one
 transaction, a newer database refused).  ``status`` shows what the cluster's state says now: the
 members and whether each is live, the leases (who leads which exchange account, with its fencing
-token), the order intents per account and state, and which live worker owns each market that has
-armed alerts (the rendezvous assignment every worker computes the same way).  ``--json`` prints
-the same as one JSON object.  Both read ``postgres_dsn`` (``--postgres-dsn``,
-``CHARTGEN_POSTGRES_DSN`` or the settings file); the password never appears in output.
+token; the lease ``channels`` names the worker delivering the notification channels), the order
+intents per account and state, each notification channel's outbox (pending with the oldest's age,
+delivered, failed), and which live worker owns each market that has armed alerts (the rendezvous
+assignment every worker computes the same way).  ``--json`` prints the same as one JSON object.
+Both read ``postgres_dsn`` (``--postgres-dsn``, ``CHARTGEN_POSTGRES_DSN`` or the settings file);
+the password never appears in output.
 
 It also shows each live worker's alert evaluation lag: per market, the server's clock minus the
 exchange time of the newest tick the worker evaluated (cluster/marks.py), the worst per worker.
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from alerts.pg_outbox import PgOutboxStore
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
 from brokers.schedules.pg_store import PG_SCHEDULE_MIGRATIONS
 from cluster.account_mirror import ACCOUNT_MIGRATIONS
@@ -38,6 +42,7 @@ from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
 from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
+from mcp_bridge.oauth.pg_store import PG_OAUTH_MIGRATIONS
 from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
 
@@ -58,6 +63,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     PG_SCHEDULE_MIGRATIONS,
     ACCOUNT_MIGRATIONS,
     PG_JOURNAL_MIGRATIONS,
+    PG_OAUTH_MIGRATIONS,
 )
 
 
@@ -110,6 +116,7 @@ async def _migrate(dsn: str) -> int:
 async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
     """The status as data (what ``--json`` prints)."""
     members = Membership(db, liveness_s)
+    now = time.time()
     rows = await members.members()
     live_workers = await members.live("worker")
     live_any = {m.id for m in rows if m.seen_s_ago <= liveness_s}
@@ -139,6 +146,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(requested_at)), 0) AS oldest_s"
         " FROM cluster_order_cancels WHERE state = 'queued'"
     )
+    channels = await PgOutboxStore(db).counts()
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -163,6 +171,15 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "halted": [{"account": r["account"], "reason": r["reason"], "by": r["halted_by"]} for r in halted],
         "alert_actions_pending": {"count": int(actions["n"]), "oldest_s": round(float(actions["oldest_s"]), 1)},
         "cancels_pending": {"count": int(cancels["n"]), "oldest_s": round(float(cancels["oldest_s"]), 1)},
+        "channels": {
+            name: {
+                "pending": c.pending,
+                "delivered": c.delivered,
+                "failed": c.failed,
+                "oldest_pending_s": None if c.oldest_pending_at is None else round(now - c.oldest_pending_at, 1),
+            }
+            for name, c in sorted(channels.items())
+        },
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
@@ -204,6 +221,12 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
     cancels = status["cancels_pending"]
     waiting = f" (oldest {cancels['oldest_s']:.0f} s)" if cancels["count"] else ""
     lines.append(f"cancel requests waiting for the order leader: {cancels['count']}{waiting}")
+    lines.append("notification channels (outbox; delivered by the holder of the lease channels):")
+    for name, c in status["channels"].items():
+        oldest = f" (oldest {c['oldest_pending_s']:.0f} s)" if c["oldest_pending_s"] is not None else ""
+        lines.append(f"  {name}: pending {c['pending']}{oldest}, delivered {c['delivered']}, failed {c['failed']}")
+    if not status["channels"]:
+        lines.append("  none")
     lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
     for worker, owned in status["assignment"].items():
         shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")

@@ -32,7 +32,7 @@ A front keeps no state of its own, so any number of them can stand behind a load
 **log_event** and **get_events** keep the journal in PostgreSQL (mcp_bridge/pg_journal.py).
 
 Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, the
-portfolio tools, notification channels, OAuth and the dashboard — their stores have no PostgreSQL
+portfolio tools and the dashboard — their stores have no PostgreSQL
 implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
@@ -93,8 +93,9 @@ NOT_ON_FRONT = (
     "Not available on a cluster front yet: order lists (place_oco, brackets) and the portfolio tools run on"
     " a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
     " (place_order, cancel_order), schedules them (schedule_order), lists them (get_orders), shows the"
-    " positions and balances (get_positions, get_balance), halts trading (halt_trading) and keeps the journal"
-    " (log_event, get_events); see docs/cluster.md."
+    " positions and balances (get_positions, get_balance), halts trading (halt_trading), keeps the journal"
+    " (log_event, get_events) and routes notifications to channels (subscribe_notifications); see"
+    " docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -209,7 +210,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             push_ttl_s=settings.notify_queue_ttl_s,
             poll_cap=settings.notify_poll_cap,
         )
-        store = PgAlertStore(db, limits)
+        store = PgAlertStore(db, limits)  # fronts fire nothing: no routing
         hub = PushHub(store.mark_delivered)
         intents = OrderIntents(db)
         stack.push_async_callback(intents.close)
@@ -222,6 +223,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             default_interval=engine_default_interval(settings),
             check_symbol=SymbolDirectory(rest).check,
             max_alerts_per_principal=settings.alerts_max_per_client,
+            channels=frozenset(settings.channels),
             executor=ClusterActionExecutor(  # type: ignore[arg-type]  # its commit_in is async (PostgreSQL)
                 intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
             ),

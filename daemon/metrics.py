@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from alerts.channels.sender import OutboxSender
 from mcp_bridge.tools import Services
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -98,17 +99,23 @@ def _channel_metrics(services: Services, counts: dict[str, Any]) -> Iterator[Met
     failed = GaugeMetricFamily(
         "chartgen_channel_failed", "outbox rows given up after channel_max_age_s", labels=["channel"]
     )
-    attempts = CounterMetricFamily(
-        "chartgen_channel_deliveries", "delivery attempts since start by outcome", labels=["channel", "outcome"]
-    )
-    for name, state in channels.states.items():
+    for name in channels.states:
         c = counts.get(name)
         pending.add_metric([name], c.pending if c else 0)
         failed.add_metric([name], c.failed if c else 0)
+    yield from (pending, failed, channel_attempts(channels))
+
+
+def channel_attempts(sender: OutboxSender) -> CounterMetricFamily:
+    """Per notification channel: the sender's delivery attempts since start by outcome."""
+    attempts = CounterMetricFamily(
+        "chartgen_channel_deliveries", "delivery attempts since start by outcome", labels=["channel", "outcome"]
+    )
+    for name, state in sender.states.items():
         attempts.add_metric([name, "delivered"], state.delivered)
         attempts.add_metric([name, "retried"], state.retried)
         attempts.add_metric([name, "failed"], state.failed)
-    yield from (pending, failed, attempts)
+    return attempts
 
 
 class DaemonMetrics:

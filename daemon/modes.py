@@ -143,7 +143,7 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool, cluster: bool 
         engine = services.engine
         extra: dict[str, Any] = {}
         guesses = PassphraseAttempts()  # one limiter for the operator passphrase on every page that asks for it
-        if settings.oauth_enabled and isinstance(services.tokens, TokenStore):  # not on a front yet
+        if settings.oauth_enabled and services.tokens is not None:
             oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port), guesses)
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
         ui = []
@@ -179,8 +179,8 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool, cluster: bool 
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
         if front is not None:
             print(
-                f"Cluster front {front.member_id}: tokens, alerts and notifications in the cluster's PostgreSQL"
-                " (OAuth, the dashboard and the trading tools are not served by fronts yet)",
+                f"Cluster front {front.member_id}: tokens, OAuth, alerts and notifications in the cluster's"
+                " PostgreSQL (the dashboard, order lists and the portfolio tools are not served by fronts yet)",
                 flush=True,
             )
         if ui:

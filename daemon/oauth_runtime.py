@@ -1,4 +1,5 @@
-"""Wiring the OAuth authorization server into ``--serve`` (routes, passphrase source, 401 header)."""
+"""Wiring the OAuth authorization server into ``--serve`` (routes, passphrase source, 401 header):
+on the data dir's SQLite, or on a cluster front the cluster's PostgreSQL (mcp_bridge/oauth/pg_store.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from starlette.routing import BaseRoute
 from config import Settings
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.passphrase import hash_passphrase
+from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.routes import oauth_routes, resource_metadata_url
 from mcp_bridge.oauth.store import OAuthStore
+from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tokens import TokenStore
 
 CREDENTIAL_NAME = "passphrase"
@@ -42,7 +45,7 @@ def public_host(settings: Settings) -> str | None:
     return urlparse(settings.base_url).netloc or None if settings.base_url else None
 
 
-def passphrase_source(store: OAuthStore) -> Callable[[], Awaitable[str | None]]:
+def passphrase_source(store: OAuthStore | PgOAuthStore) -> Callable[[], Awaitable[str | None]]:
     """The passphrase hash: the systemd credential (hashed once, in memory) if present, else the database."""
     creds = os.environ.get("CREDENTIALS_DIRECTORY")
     path = Path(creds) / CREDENTIAL_NAME if creds else None
@@ -59,10 +62,11 @@ def passphrase_source(store: OAuthStore) -> Callable[[], Awaitable[str | None]]:
 
 
 def oauth_setup(
-    settings: Settings, tokens: TokenStore, base_url: str, attempts: PassphraseAttempts | None = None
+    settings: Settings, tokens: TokenStore | PgTokenStore, base_url: str, attempts: PassphraseAttempts | None = None
 ) -> OAuthSetup:
-    """The OAuth routes; ``attempts`` is the operator-passphrase limiter shared with the dashboard's sign-in."""
-    store = OAuthStore(tokens.db)
+    """The OAuth routes over the tokens' database; ``attempts`` is the operator-passphrase limiter shared
+    with the dashboard's sign-in (per process: each front counts its own)."""
+    store = PgOAuthStore(tokens.db) if isinstance(tokens, PgTokenStore) else OAuthStore(tokens.db)
     provider = ChartgenOAuthProvider(
         store,
         tokens,

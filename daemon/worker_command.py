@@ -6,14 +6,16 @@ the exchange and its URLs, ``symbols`` × ``intervals`` (markets followed even w
 the engine's tuning, ``cluster_heartbeat_s``, ``cluster_liveness_s``, and with ``bus = "nats"``
 ``nats_url`` (fired notifications are announced to the fronts over NATS: daemon/push_bus.py; the
 worker's closed bars, indicator updates and prices are published there: daemon/market_bus.py).
-Alert actions: a fired alert's order intent is recorded in its firing transaction for the order
-leader of ``cluster_account`` and its outcome settled when the leader answered
-(daemon/cluster_actions.py).  It keeps no local
-state, so ``--data-dir`` is refused.  It applies the cluster schema at start (migrations are
-advisory-locked: workers starting together migrate once).  SIGTERM/SIGINT leave the membership
-at once (the others take the markets without waiting out the liveness window) and exit 0.
+Notification channels (``[channels.NAME]``, the same on every worker): the firing transaction
+writes their outbox rows and the worker holding the lease ``channels`` delivers them
+(daemon/cluster_channels.py).  Alert actions: a fired alert's order intent is recorded in its
+firing transaction for the order leader of ``cluster_account`` and its outcome settled when the
+leader answered (daemon/cluster_actions.py).  It keeps no local state, so ``--data-dir`` is
+refused.  It applies the cluster schema at start (migrations are advisory-locked: workers starting
+together migrate once).  SIGTERM/SIGINT leave the membership at once (the others take the markets
+without waiting out the liveness window), give up the channel lease, and exit 0.
 
-A worker answers no MCP: fronts (``chartgen --serve --cluster``, not built yet) do.  Its status:
+A worker answers no MCP: fronts (``chartgen --serve --cluster``) do.  Its status:
 ``--port N`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on loopback (daemon/worker_http.py),
 a ``worker_status`` log line every minute, and ``chartgen cluster status`` (members, market marks
 and their lag).  systemd: ``Type=notify`` (READY once the first heartbeat was tried).
@@ -28,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from alerts.action_runner import ActionRunner
+from alerts.outbox_store import ChannelRouting
 from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
@@ -40,6 +43,7 @@ from cluster.orders import OrderIntents
 from config import Settings
 from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.cluster_actions import ClusterActionExecutor
+from daemon.cluster_channels import ChannelDelivery
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.engine_runtime import EngineSources, running_engine
 from daemon.http_server import serving
@@ -97,7 +101,12 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             bus = await connect_bus(settings, member_id, ensure_streams=True)
             stack.push_async_callback(bus.close)
             announcer = PushAnnouncer(bus)
-        store = PgAlertStore(db, limits, announce_push=None if announcer is None else announcer.announce)
+        store = PgAlertStore(
+            db,
+            limits,
+            ChannelRouting.configured(settings),
+            announce_push=None if announcer is None else announcer.announce,
+        )
         membership = Membership(db, settings.cluster_liveness_s)
         assignment = MarketAssignment(membership, member_id, bus=settings.bus)
         sources: list[EngineSources] = []
@@ -138,12 +147,17 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
             scheduler.every("worker-alert-actions", ACTIONS_SETTLE_S, _settle_actions(actions))
             scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
+            channels: ChannelDelivery | None = None
+            if settings.channels:
+                channels = ChannelDelivery(db, settings, member_id)
+                stack.push_async_callback(channels.close)
+                scheduler.every("worker-channels", channels.ttl_s / 3, channels.step)
             try:
                 async with contextlib.AsyncExitStack() as http, scheduler.running():
                     url = None
                     if http_port is not None:
                         url = await http.enter_async_context(
-                            serving(worker_app(worker, announcer, publisher), "127.0.0.1", http_port)
+                            serving(worker_app(worker, announcer, publisher, channels), "127.0.0.1", http_port)
                         )
                     await worker.refresh()  # PostgreSQL away: degraded, the heartbeat job tries again
                     log.info("worker_started", member=worker.member_id, markets=len(worker.owned), http=url)

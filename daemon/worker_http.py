@@ -26,8 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from daemon.cluster_channels import ChannelDelivery
 from daemon.market_bus import MarketPublisher
-from daemon.metrics import CONTENT_TYPE
+from daemon.metrics import CONTENT_TYPE, channel_attempts
 from daemon.push_bus import PushAnnouncer
 from daemon.worker_handover import split_market
 from daemon.worker_runtime import Worker
@@ -35,10 +36,17 @@ from engine.bars import Bars
 
 
 class _WorkerCollector(Collector):
-    def __init__(self, worker: Worker, announcer: PushAnnouncer | None, publisher: MarketPublisher | None) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        announcer: PushAnnouncer | None,
+        publisher: MarketPublisher | None,
+        channels: ChannelDelivery | None,
+    ) -> None:
         self.worker = worker
         self.announcer = announcer
         self.publisher = publisher
+        self.channels = channels
 
     def collect(self) -> Iterator[Metric]:
         w = self.worker
@@ -88,15 +96,30 @@ class _WorkerCollector(Collector):
                 "market messages not sent (NATS away, or the queue overflowed)",
                 p.dropped,
             )
+        if self.channels is not None:
+            yield from _channel_metrics(self.channels)
+
+
+def _channel_metrics(channels: ChannelDelivery) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "chartgen_worker_channels_delivering",
+        "1 while this worker holds the channel lease and delivers the outbox",
+        int(channels.delivering),
+    )
+    yield channel_attempts(channels.sender)
 
 
 def worker_app(
-    worker: Worker, announcer: PushAnnouncer | None = None, publisher: MarketPublisher | None = None
+    worker: Worker,
+    announcer: PushAnnouncer | None = None,
+    publisher: MarketPublisher | None = None,
+    channels: ChannelDelivery | None = None,
 ) -> Starlette:
     """The worker's endpoints; with ``bus = "nats"`` its announcer's state joins readiness and metrics,
-    and its market publisher's counts join the metrics and the status."""
+    and its market publisher's counts join the metrics and the status; with notification channels,
+    whether it delivers them and its delivery attempts join the metrics and the status."""
     registry = CollectorRegistry()
-    registry.register(_WorkerCollector(worker, announcer, publisher))
+    registry.register(_WorkerCollector(worker, announcer, publisher, channels))
 
     def readiness() -> tuple[bool, list[str], dict[str, object]]:
         ready, reasons = worker.readiness()
@@ -107,6 +130,8 @@ def worker_app(
             status |= announcer.status()
         if publisher is not None:
             status |= publisher.status()
+        if channels is not None:
+            status["channels_delivering"] = channels.delivering
         return ready, reasons, status
 
     async def healthz(request: Request) -> Response:

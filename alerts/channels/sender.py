@@ -31,7 +31,7 @@ import structlog
 
 from alerts.channels.http1 import Http1Client, HttpError
 from alerts.channels.requests import build
-from alerts.outbox_store import Delivery, OutboxStore
+from alerts.outbox_store import Delivery, Outbox
 from config.channels import ChannelSettings, TelegramChannel
 
 log = structlog.get_logger(__name__)
@@ -40,6 +40,7 @@ ACTION_HOLD_S = 10.0
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 300.0
 MARK_BATCH = 100
+GATE_WAIT_S = 1.0
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -89,10 +90,11 @@ class OutboxSender:
 
     def __init__(
         self,
-        store: OutboxStore,
+        store: Outbox,
         channels: dict[str, ChannelSettings],
         *,
         max_age_s: float,
+        may_send: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
@@ -100,6 +102,9 @@ class OutboxSender:
         self.store = store
         self.channels = channels
         self.max_age_s = max_age_s
+        self.may_send = may_send
+        """None, or a gate checked right before each request: False (a cluster sender whose channel lease
+        may have lapsed) sends nothing and looks again in :data:`GATE_WAIT_S`."""
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -189,6 +194,8 @@ class OutboxSender:
             return row.created_at + ACTION_HOLD_S - now
         if row.attempts or _action_pending(payload):
             payload = await self.store.payload(row.id) or payload
+        if self.may_send is not None and not self.may_send():
+            return GATE_WAIT_S
         try:
             await self._send(self.channels[name], row.notification_id, payload)
         except DeliveryFailed as exc:

@@ -41,7 +41,9 @@ from mcp.server.auth.provider import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from mcp_bridge.oauth.store import OAuthStore, RefreshRow
+from mcp_bridge.oauth.pg_store import PgOAuthStore
+from mcp_bridge.oauth.store import AccessRow, OAuthStore, RefreshRow
+from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import (
     ALERTS,
     CHARTS,
@@ -51,7 +53,6 @@ from mcp_bridge.scopes import (
     TRADE,
     from_stored,
     ordered,
-    to_stored,
 )
 from mcp_bridge.tokens import TokenStore, hash_token
 
@@ -99,12 +100,13 @@ def _granted(stored: list[str]) -> list[str]:
 
 
 class ChartgenOAuthProvider:
-    """SQLite-backed provider; every secret it hands out is stored hashed."""
+    """The provider over a single node's SQLite or a cluster's PostgreSQL; every secret it hands out
+    is stored hashed."""
 
     def __init__(
         self,
-        store: OAuthStore,
-        tokens: TokenStore,
+        store: OAuthStore | PgOAuthStore,
+        tokens: TokenStore | PgTokenStore,
         *,
         base_url: str,
         redirect_hosts: list[str],
@@ -282,19 +284,9 @@ class ChartgenOAuthProvider:
         now = time.time()
         access = "cg_oat_" + secrets.token_urlsafe(32)
         refresh = "cg_ort_" + secrets.token_urlsafe(32)
-        await tx.execute(
-            "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at, scopes)"
-            " VALUES (?, ?, 'oauth', ?, ?, ?, ?, ?)",
-            (
-                "tok_" + secrets.token_hex(8),
-                client_id,
-                principal_of(client_id),
-                hash_token(access),
-                now,
-                now + self.access_ttl_s,
-                to_stored(scopes),
-            ),
-        )
+        principal = principal_of(client_id)
+        issued = AccessRow("tok_" + secrets.token_hex(8), client_id, principal, now + self.access_ttl_s, scopes)
+        await self.store.insert_access(tx, issued, access)
         row = RefreshRow(client_id, principal_of(client_id), scopes, resource, now + self.refresh_ttl_s)
         await self.store.insert_refresh(tx, refresh, row)
         return OAuthToken(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.database import Database, Migrations
+from mcp_bridge.scopes import to_stored
 from mcp_bridge.token_cache import signal_revocation
 from mcp_bridge.tokens import hash_token
 
@@ -90,6 +91,37 @@ async def _delete_pending(tx: Any, where: str, params: tuple[Any, ...]) -> None:
     selected = f"SELECT client_id FROM oauth_clients WHERE consented_at IS NULL AND {where}"
     await tx.execute(f"DELETE FROM oauth_consents WHERE client_id IN ({selected})", params)
     await tx.execute(f"DELETE FROM oauth_clients WHERE client_id IN ({selected})", params)
+
+
+CLIENTS_SQL = (
+    "SELECT c.client_id, c.info, c.created_at, c.consented_at,"
+    " (SELECT COUNT(*) FROM oauth_refresh_tokens r WHERE r.client_id = c.client_id"
+    "  AND r.revoked_at IS NULL) AS grants"
+    " FROM oauth_clients c WHERE c.consented_at IS NOT NULL ORDER BY c.created_at"
+)
+"""Every consented client with its count of live grants (both stores)."""
+
+
+def client_entry(r: Any) -> dict[str, Any]:
+    """A :data:`CLIENTS_SQL` row as the dashboard lists it."""
+    return {
+        "client_id": r["client_id"],
+        "client_name": (json.loads(r["info"]) if r["info"] else {}).get("client_name"),
+        "created_at": r["created_at"],
+        "consented_at": r["consented_at"],
+        "grants": int(r["grants"]),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRow:
+    """An OAuth access token to store (its hash goes in ``access_tokens``, kind ``oauth``)."""
+
+    id: str
+    client_id: str
+    principal: str
+    expires_at: float
+    scopes: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +258,23 @@ class OAuthStore:
                 return None
             return await issue(tx)
 
-    # --- refresh tokens --------------------------------------------------------------------
+    # --- tokens issued (inside consume_code / consume_refresh) ------------------------------
+    @staticmethod
+    async def insert_access(tx: Any, row: AccessRow, token: str) -> None:
+        await tx.execute(
+            "INSERT INTO access_tokens (id, name, kind, principal, token_hash, created_at, expires_at, scopes)"
+            " VALUES (?, ?, 'oauth', ?, ?, ?, ?, ?)",
+            (
+                row.id,
+                row.client_id,
+                row.principal,
+                hash_token(token),
+                time.time(),
+                row.expires_at,
+                to_stored(row.scopes),
+            ),
+        )
+
     @staticmethod
     async def insert_refresh(tx: Any, token: str, row: RefreshRow) -> None:
         await tx.execute(
@@ -276,25 +324,8 @@ class OAuthStore:
 
     async def clients(self) -> list[dict[str, Any]]:
         """Every consented client: id, name, registration and consent time, live access/refresh tokens."""
-        rows = await self.db.fetchall(
-            "SELECT c.client_id, c.info, c.created_at, c.consented_at,"
-            " (SELECT COUNT(*) FROM oauth_refresh_tokens r WHERE r.client_id = c.client_id"
-            "  AND r.revoked_at IS NULL) AS grants"
-            " FROM oauth_clients c WHERE c.consented_at IS NOT NULL ORDER BY c.created_at"
-        )
-        out = []
-        for r in rows:
-            info = json.loads(r["info"]) if r["info"] else {}
-            out.append(
-                {
-                    "client_id": r["client_id"],
-                    "client_name": info.get("client_name"),
-                    "created_at": r["created_at"],
-                    "consented_at": r["consented_at"],
-                    "grants": int(r["grants"]),
-                }
-            )
-        return out
+        rows = await self.db.fetchall(CLIENTS_SQL)
+        return [client_entry(r) for r in rows]
 
     async def revoke_grant(self, client_id: str) -> None:
         """Revoke every refresh and access token issued to ``client_id``."""

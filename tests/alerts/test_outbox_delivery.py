@@ -1,15 +1,19 @@
 """The outbox sender against local receivers that fail, stall, answer 429 and go down: every
 notification reaches every channel at least once, in firing order per channel, duplicates with the
 same idempotency key; an hour-long outage (manual clock) is caught up; rows past the age limit are
-marked failed and reported; Retry-After and Telegram's retry_after are honoured."""
+marked failed and reported; Retry-After and Telegram's retry_after are honoured.  The tests run on
+the SQLite outbox here and on PostgreSQL's in tests/cluster/test_pg_outbox.py (the ``backend``
+fixture)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
@@ -17,7 +21,7 @@ import pytest
 from alerts.channels.messages import verify_signature
 from alerts.channels.sender import ACTION_HOLD_S, OutboxSender
 from alerts.models import Alert, Firing
-from alerts.outbox_store import ChannelRouting, OutboxRow, OutboxStore, enqueue_in, set_action_in
+from alerts.outbox_store import ChannelRouting, Outbox, OutboxRow, OutboxStore, enqueue_in, set_action_in
 from alerts.store import AlertStore
 from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
 from config.database import Database
@@ -44,6 +48,43 @@ class ManualClock:
                 await receiver.come_back()
                 self.back.remove((at, receiver))
         await asyncio.sleep(0)
+
+
+FAILED_SQL = "SELECT notification_id, last_error FROM outbox WHERE state = 'failed' ORDER BY id"
+
+
+class SqliteOutbox:
+    """What the tests do to the outbox, on SQLite (tests/cluster/test_pg_outbox.py: PostgreSQL)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def alert_store(self, routing: ChannelRouting) -> Any:
+        return AlertStore(self.db, routing=routing)
+
+    def outbox(self) -> Outbox:
+        return OutboxStore(self.db)
+
+    async def failed(self) -> list[tuple[str, str]]:
+        rows = await self.db.fetchall(FAILED_SQL)
+        return [(r["notification_id"], r["last_error"]) for r in rows]
+
+    async def enqueue(self, row: OutboxRow) -> None:
+        await self.db.run_transaction(lambda conn: enqueue_in(conn, [row]))
+
+    async def set_action(self, alert_id: str, outcome: dict[str, object]) -> None:
+        await self.db.run_transaction(lambda conn: set_action_in(conn, alert_id, outcome))
+
+    @contextlib.asynccontextmanager
+    async def waking(self, store: Any, sender: OutboxSender) -> AsyncIterator[None]:
+        """The firing commits wake ``sender``."""
+        store.on_enqueued = sender.wake
+        yield
+
+
+@pytest.fixture
+def backend(db: Database) -> SqliteOutbox:
+    return SqliteOutbox(db)
 
 
 @pytest.fixture
@@ -79,9 +120,9 @@ def channels_for(receivers: dict[str, Receiver], timeout_s: float = 0.3) -> dict
     return out
 
 
-async def fire_alerts(db: Database, names: list[str], n: int, clock: ManualClock) -> list[str]:
+async def fire_alerts(backend: SqliteOutbox, names: list[str], n: int, clock: ManualClock) -> list[str]:
     """``n`` alerts fired one by one (firing order = id order), routed to every channel in ``names``."""
-    store = AlertStore(db, routing=ChannelRouting(known=frozenset(names), all_principals=tuple(names)))
+    store = backend.alert_store(ChannelRouting(known=frozenset(names), all_principals=tuple(names)))
     ids = []
     for i in range(n):
         a = Alert(
@@ -100,9 +141,9 @@ async def fire_alerts(db: Database, names: list[str], n: int, clock: ManualClock
     return ids
 
 
-def sender(db: Database, receivers: dict[str, Receiver], clock: ManualClock, **kw: object) -> OutboxSender:
+def sender(backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock, **kw: object) -> OutboxSender:
     return OutboxSender(
-        OutboxStore(db),
+        backend.outbox(),
         channels_for(receivers),  # type: ignore[arg-type]
         max_age_s=float(kw.pop("max_age_s", 86400.0)),  # type: ignore[arg-type]
         clock=clock,
@@ -112,12 +153,12 @@ def sender(db: Database, receivers: dict[str, Receiver], clock: ManualClock, **k
 
 
 async def test_every_notification_reaches_every_channel_once_or_more_in_order(
-    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+    backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock
 ) -> None:
     for r in receivers.values():
         r.chaos = 0.3  # fail, stall or 429 at random (seeded)
-    ids = await fire_alerts(db, list(receivers), 40, clock)
-    out = sender(db, receivers, clock)
+    ids = await fire_alerts(backend, list(receivers), 40, clock)
+    out = sender(backend, receivers, clock)
     await out.run(until_empty=True)
     for name, r in receivers.items():
         assert r.first_delivery_order() == ids, name  # all of them, in firing order
@@ -132,25 +173,25 @@ async def test_every_notification_reaches_every_channel_once_or_more_in_order(
 
 
 async def test_a_receiver_down_for_an_hour_gets_everything_afterwards(
-    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+    backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock
 ) -> None:
     hook = {"hook": receivers["hook"]}
     await hook["hook"].go_down()  # connection refused
     clock.back.append((clock() + 3600, hook["hook"]))
-    ids = await fire_alerts(db, ["hook"], 5, clock)
+    ids = await fire_alerts(backend, ["hook"], 5, clock)
     start = clock()
-    await sender(db, hook, clock).run(until_empty=True)
+    await sender(backend, hook, clock).run(until_empty=True)
     assert hook["hook"].first_delivery_order() == ids
     assert clock() - start >= 3600
     assert clock() - start < 3600 + 600, "backoff is capped at 5 minutes"
 
 
 async def test_rows_past_the_age_limit_are_marked_failed_and_the_next_ones_go(
-    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+    backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock
 ) -> None:
     hook = {"hook": receivers["hook"]}
     hook["hook"].down_until = clock() + 700  # 503 for 700 s
-    old = await fire_alerts(db, ["hook"], 2, clock)
+    old = await fire_alerts(backend, ["hook"], 2, clock)
     later = clock() + 300
     new: list[str] = []
     real_sleep = clock.sleep
@@ -158,37 +199,37 @@ async def test_rows_past_the_age_limit_are_marked_failed_and_the_next_ones_go(
     async def sleep(seconds: float) -> None:
         await real_sleep(seconds)
         if clock() >= later and not new:  # another alert fires while the receiver is still down
-            new.extend(await fire_alerts(db, ["hook"], 1, clock))
+            new.extend(await fire_alerts(backend, ["hook"], 1, clock))
 
-    out = sender(db, hook, clock, max_age_s=600.0)
+    out = sender(backend, hook, clock, max_age_s=600.0)
     out._sleep = sleep
     await out.run(until_empty=True)
     assert hook["hook"].first_delivery_order() == new
     status = (await out.status())["hook"]
     assert status["failed"] == 2 and status["delivered"] == 1 and status["pending"] == 0
     assert status["last_error"] == "HTTP 503"
-    failed = await db.fetchall("SELECT notification_id, last_error FROM outbox WHERE state = 'failed' ORDER BY id")
-    assert [r["notification_id"] for r in failed] == old
+    failed = await backend.failed()
+    assert [nid for nid, _ in failed] == old
     # the head was tried until it aged out; the one behind it was never tried (the head blocks the rest)
-    assert [r["last_error"] for r in failed] == ["HTTP 503", "not delivered within 600 s"]
+    assert [err for _, err in failed] == ["HTTP 503", "not delivered within 600 s"]
 
 
 @pytest.mark.parametrize("name", ["hook", "tg"])
 async def test_retry_after_is_honoured(
-    db: Database, receivers: dict[str, Receiver], clock: ManualClock, name: str
+    backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock, name: str
 ) -> None:
     one = {name: receivers[name]}
     one[name].retry_after_s = 30
     one[name].forced = ["429"]
-    await fire_alerts(db, [name], 1, clock)
-    await sender(db, one, clock).run(until_empty=True)
+    await fire_alerts(backend, [name], 1, clock)
+    await sender(backend, one, clock).run(until_empty=True)
     first, second = one[name].requests
     assert not first.ok and second.ok
     assert second.at - first.at >= 30
 
 
 async def test_an_action_alert_waits_for_its_order_outcome(
-    db: Database, receivers: dict[str, Receiver], clock: ManualClock
+    backend: SqliteOutbox, receivers: dict[str, Receiver], clock: ManualClock
 ) -> None:
     frame = {
         "jsonrpc": "2.0",
@@ -206,15 +247,15 @@ async def test_an_action_alert_waits_for_its_order_outcome(
         },
     }
     row = OutboxRow("tg", "a1", "p", orjson.dumps(frame).decode(), clock())
-    await db.run_transaction(lambda conn: enqueue_in(conn, [row]))
+    await backend.enqueue(row)
     filled = {"type": "place_order", "order_id": "cg-a1", "status": "Filled", "filled_quantity": "0.01"}
     real_sleep = clock.sleep
 
     async def outcome_arrives(seconds: float) -> None:
-        await db.run_transaction(lambda conn: set_action_in(conn, "a1", filled))
+        await backend.set_action("a1", filled)
         await real_sleep(seconds)
 
-    out = sender(db, {"tg": receivers["tg"]}, clock)
+    out = sender(backend, {"tg": receivers["tg"]}, clock)
     out._sleep = outcome_arrives
     start = clock()
     await out.run(until_empty=True)
@@ -224,21 +265,21 @@ async def test_an_action_alert_waits_for_its_order_outcome(
     assert "Order Filled 0.01" in text and "price below 60,000" in text and text.endswith("id: a1")
 
 
-async def test_wake_delivers_new_rows_without_polling(db: Database, receivers: dict[str, Receiver]) -> None:
+async def test_wake_delivers_new_rows_without_polling(backend: SqliteOutbox, receivers: dict[str, Receiver]) -> None:
     """With the real clock: an idle sender delivers a row as soon as the firing commit wakes it."""
     hook = {"hook": receivers["hook"]}
-    store = AlertStore(db, routing=ChannelRouting(known=frozenset({"hook"}), all_principals=("hook",)))
-    out = OutboxSender(OutboxStore(db), channels_for(hook), max_age_s=3600.0)  # type: ignore[arg-type]
-    store.on_enqueued = out.wake
-    task = asyncio.create_task(out.run())
-    try:
-        a = Alert(id="w1", principal="p", symbol="ETHUSDT", interval="1m", kind="price_above", threshold=1.0,
-                  created_at=time.time())  # fmt: skip
-        await store.insert(a)
-        await store.fire([Firing(alert_id="w1", value=2.0, triggered_at=time.time())])
-        async with asyncio.timeout(5):
-            await hook["hook"].arrived.wait()
-        assert hook["hook"].requests[0].key == "w1"
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    store = backend.alert_store(ChannelRouting(known=frozenset({"hook"}), all_principals=("hook",)))
+    out = OutboxSender(backend.outbox(), channels_for(hook), max_age_s=3600.0)  # type: ignore[arg-type]
+    async with backend.waking(store, out):
+        task = asyncio.create_task(out.run())
+        try:
+            a = Alert(id="w1", principal="p", symbol="ETHUSDT", interval="1m", kind="price_above", threshold=1.0,
+                      created_at=time.time())  # fmt: skip
+            await store.insert(a)
+            await store.fire([Firing(alert_id="w1", value=2.0, triggered_at=time.time())])
+            async with asyncio.timeout(5):
+                await hook["hook"].arrived.wait()
+            assert hook["hook"].requests[0].key == "w1"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -5,9 +5,11 @@ Two fronts share one cluster: a token created with ``chartgen token create --clu
 both and a revocation is refused at both on the next request; an alert set through one front is
 listed and cancelled through the other and fired by the worker that owns its market; its
 notification arrives on a stream open at the other front, a stream opened at the first front with
-``Last-Event-ID`` replays it, and it is polled once from either front.  Tools whose stores have
-no PostgreSQL implementation answer that fronts do not serve them yet; an alert action's arguments
-are checked at the front (the actions themselves: tests/cluster/test_cluster_alert_actions.py).
+``Last-Event-ID`` replays it, and it is polled once from either front; the notification channel
+the principal routed it to at one front (``subscribe_notifications {"channels": [...]}``) gets it
+once, delivered by the worker holding the channel lease, and ``chartgen cluster status`` counts it.
+Tools whose stores have no PostgreSQL implementation answer that fronts do not serve them yet; an
+alert action's arguments are checked at the front (the actions themselves: tests/cluster/test_cluster_alert_actions.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import json
 import re
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +27,10 @@ import aiohttp
 import pytest
 from mcp import Client
 
+from alerts.channels.messages import verify_signature
 from cluster.membership import Membership
 from config.postgres import PostgresDatabase
+from tests.support.channel_receivers import Receiver
 from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_daemon
 from tests.support.workers import Workers, real_clock_simulator, until
 
@@ -43,12 +48,21 @@ async def sim() -> AsyncIterator[Any]:
 
 async def token_command(dsn: str, *args: str) -> tuple[int, str, str]:
     """``chartgen token --cluster ARGS`` against the cluster's PostgreSQL."""
+    return await chartgen(dsn, "token", "--cluster", *args)
+
+
+async def cluster_status(dsn: str) -> Any:
+    """``chartgen cluster status --json``."""
+    code, out, err = await chartgen(dsn, "cluster", "status", "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+async def chartgen(dsn: str, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "daemon",
-        "token",
-        "--cluster",
         *args,
         env=clean_env({"CHARTGEN_POSTGRES_DSN": dsn}),
         stdout=asyncio.subprocess.PIPE,
@@ -102,7 +116,10 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
     code, token, err = await token_command(dsn, "create", "alice", "--scope", "charts,alerts,trade")
     assert code == 0, err
     token = token.strip()
+    receiver = await Receiver("webhook", clock=time.time).start()
+    channels = json.dumps({"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec"}})
     env = {
+        "CHARTGEN_CHANNELS": channels,
         "CHARTGEN_POSTGRES_DSN": dsn,
         "CHARTGEN_BINANCE_REST_URL": sim.url,
         "CHARTGEN_INTERVALS": "1m",
@@ -110,7 +127,15 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
         "CHARTGEN_CLUSTER_LIVENESS_S": str(LIVENESS_S),
         "CHARTGEN_LOG_FORMAT": "json",
     }
-    workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S)
+    workers = Workers(
+        dsn,
+        sim.url,
+        tmp_path,
+        symbols=SYMBOLS,
+        heartbeat_s=HEARTBEAT_S,
+        liveness_s=LIVENESS_S,
+        env={"CHARTGEN_CHANNELS": channels},
+    )
     fronts: list[DaemonProc] = []
     try:
         await workers.start(http=True)
@@ -129,10 +154,11 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
             mcp_client(b.mcp_url, token) as at_b,
         ):
             headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-            assert await call(at_b, "subscribe_notifications") == {
+            assert await call(at_b, "subscribe_notifications", {"channels": ["hook"]}) == {
                 "status": "subscribed",
                 "symbols": None,
                 "alert_types": None,
+                "channels": ["hook"],
             }
             async with http.get(f"{b.base}/mcp", headers=headers) as stream_b:
                 assert stream_b.status == 200
@@ -157,6 +183,18 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
                 assert stream_a.status == 200
                 again_seq, again = await next_frame(stream_a)
                 assert (again_seq, again["params"]["alert_id"]) == (seq, made["alert_id"])
+
+            # The channel the principal routed its notifications to got this one, once.
+            async def hooked() -> list[str]:
+                return [r.key for r in receiver.requests if r.ok]
+
+            assert await until(hooked, DEADLINE_S) == [made["alert_id"]]
+            assert verify_signature(
+                "whsec", receiver.requests[0].headers["X-Chartgen-Signature"], receiver.requests[0].body, time.time()
+            )
+            status = await cluster_status(dsn)
+            assert status["channels"]["hook"]["delivered"] == 1 and status["channels"]["hook"]["pending"] == 0
+            assert any(x["name"] == "channels" and x["holder"].startswith("worker") for x in status["leases"])
 
             polled = await call(at_a, "get_notifications")
             assert [n["alert_id"] for n in polled] == [made["alert_id"]]
@@ -203,7 +241,9 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
         for front in fronts:
             await front.stop()
         await workers.close()
+        await receiver.close()
     assert await db.fetchval("SELECT COUNT(*) FROM cluster_members WHERE role = 'front'") == 0
+    assert [r.key for r in receiver.requests] == [made["alert_id"]]  # never sent twice
 
 
 async def test_a_front_refuses_what_it_cannot_serve(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@
   itself; a notification stream opened at it before the outage receives the frames of the alerts
   fired once PostgreSQL is back (their ``NOTIFY`` may come before or after its listener is back);
 - an order leader (``chartgen leader``) reports itself degraded and is ready again by itself; a
-  ``place_order`` through the front after the outage is sent once.
+  ``place_order`` through the front after the outage is sent once;
+- the notification channel (a webhook every notification goes to, delivered by the worker holding
+  the channel lease) gets each alert fired after the outage once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +37,7 @@ from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
+from tests.support.channel_receivers import Receiver
 from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nginx import free_port
@@ -71,6 +75,7 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
     db: PostgresDatabase | None = None
     front: DaemonProc | None = None
     leader: asyncio.subprocess.Process | None = None
+    receiver: Receiver | None = None
     try:
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
@@ -106,7 +111,17 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         leader_url = f"http://127.0.0.1:{leader_port}"
         leader = await start_leader(leader_env(dsn, sim.url, CHARTGEN_CLUSTER_HEARTBEAT_S="0.5"), port=leader_port)
         await until(lambda: lease_holder(db), DEADLINE_S)  # type: ignore[arg-type]
-        workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0)
+        receiver = await Receiver("webhook", clock=time.time).start()
+        channels = {"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec"}}
+        workers = Workers(
+            dsn,
+            sim.url,
+            tmp_path,
+            symbols=SYMBOLS,
+            heartbeat_s=0.5,
+            liveness_s=2.0,
+            env={"CHARTGEN_CHANNELS": json.dumps(channels), "CHARTGEN_NOTIFY_ALL_CHANNELS": "hook"},
+        )
         await workers.start(http=True)
         await workers.start(http=True)
         before = await until(lambda: workers.settled(db, 2), DEADLINE_S)  # type: ignore[union-attr]
@@ -166,6 +181,12 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
         expected = {a.id for a in alerts if a.symbol in SYMBOLS[:2] and a.threshold <= base[a.symbol] * 1.03}  # type: ignore[operator]
         assert fired == expected
         assert pushed == expected, "the front's stream missed a frame fired after the outage"
+
+        async def hooked() -> list[str] | None:
+            got = [r.key for r in receiver.requests if r.ok]
+            return got if set(got) >= expected else None
+
+        assert sorted(await until(hooked, DEADLINE_S)) == sorted(expected), "each delivered once"
         after = await owners(db)
         assert {m: after[m] for m in before} == before, "a market changed owner across the outage"
         for i in range(2):
@@ -181,6 +202,8 @@ async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> N
             await stop_leaders([leader])
         if workers is not None:
             await workers.close()
+        if receiver is not None:
+            await receiver.close()
         if db is not None:
             await db.close()
         try:  # in a thread, a failing stop would not carry the test's own error as its context

@@ -4,6 +4,7 @@ errors for a missing or unreachable ``postgres_dsn`` that never show its passwor
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Any
 import orjson
 
 from alerts.models import Alert
+from alerts.outbox_store import OutboxRow
+from alerts.pg_outbox import PgOutboxStore
+from alerts.pg_outbox import enqueue as enqueue_outbox
 from alerts.pg_store import PgAlertStore
 from brokers.models import OrderRequest
 from cluster.lease import Leases
@@ -26,8 +30,8 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     dsn = await postgres.new_database()
     code, out, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)
     assert code == 0, err
-    assert "alerts v3" in out and "cluster_leases v1" in out and "cluster_orders v3" in out and "cluster_halt v1" in out
-    assert "cluster_account v2" in out and "journal v1" in out
+    assert "alerts v4" in out and "cluster_leases v1" in out and "cluster_orders v3" in out and "cluster_halt v1" in out
+    assert "cluster_account v2" in out and "journal v1" in out and "mcp_bridge.oauth v1" in out
     code, _, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)  # a second run changes nothing
     assert code == 0, err
 
@@ -72,6 +76,13 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
             " VALUES ('a1', 'p', 'cg-a-x', 'pending', '{}', $1)",
             now - 30,
         )
+        async with db.transaction() as conn:
+            await enqueue_outbox(
+                conn,
+                [OutboxRow("ops", f"n{i}", "p", "{}", now - 40 + i) for i in range(3)]
+                + [OutboxRow("phone", "n0", "p", "{}", now)],
+            )
+        await PgOutboxStore(db).delivered([1], now)
     finally:
         await db.close()
 
@@ -88,6 +99,8 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     markets = ["BTCUSDT 1h", "ETHUSDT 1h", "SOLUSDT 1h"]
     expected = {w: [m for m in markets if owner_of(m, ["worker@a", "worker@b"]) == w] for w in ("worker@a", "worker@b")}
     assert status["assignment"] == expected and status["markets_with_alerts"] == 3
+    assert status["channels"]["ops"]["pending"] == 2 and status["channels"]["ops"]["delivered"] == 1
+    assert status["channels"]["ops"]["oldest_pending_s"] >= 39 and status["channels"]["phone"]["pending"] == 1
 
     code, out, err = await chartgen("cluster", "status", "--postgres-dsn", dsn)
     assert code == 0, err
@@ -95,6 +108,8 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert "alert actions waiting for the order leader's answer: 1 (oldest" in out
     assert "bus nats" in out and "BUS MISMATCH: live members use bus local and nats" in out
     assert "cancel requests waiting for the order leader: 1 (oldest" in out
+    assert re.search(r"  ops: pending 2 \(oldest \d+ s\), delivered 1, failed 0", out)
+    assert "  phone: pending 1" in out
 
 
 async def test_missing_unreachable_or_unmigrated_postgres_is_a_clear_error(postgres: Any, tmp_path: Path) -> None:
