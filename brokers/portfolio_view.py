@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
+from brokers.filters import SymbolRules
 from brokers.models import Balance, BrokerError
 from brokers.service import OrderService
 from engine.market_data.errors import MarketDataError
@@ -142,11 +143,23 @@ def value(holdings: Holdings, prices: dict[str, Priced | str], avg: dict[str, fl
     return PortfolioView(positions, cash, by_asset, total, unvalued)
 
 
+class Venue(Protocol):
+    """Where pairs are listed and priced: a broker, or a cluster front's public market data
+    (brokers/public_venue.py)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def rules(self, symbol: str) -> SymbolRules | None: ...
+
+    async def last_price(self, symbol: str) -> Decimal | None: ...
+
+
 class Pricer:
     """Current prices of pairs: the engine's live trade, else the quote source, else the venue's ticker."""
 
-    def __init__(self, orders: OrderService, engine: Any | None, quotes: Any | None) -> None:
-        self.orders = orders
+    def __init__(self, venue: Venue, engine: Any | None, quotes: Any | None) -> None:
+        self.venue = venue
         self.engine = engine
         self.quotes = quotes
         """A :class:`~engine.market_data.quotes.QuoteSource`, or None (then the venue's ticker)."""
@@ -157,12 +170,12 @@ class Pricer:
         rest: list[str] = []
         for s in dict.fromkeys(symbols):
             try:
-                rules = await self.orders.broker.rules(s)
+                rules = await self.venue.rules(s)
             except BrokerError as exc:
                 out[s] = f"{s}: the venue's symbol list cannot be read ({exc})"
                 continue
             if rules is None or rules.status != "TRADING":
-                out[s] = f"{s} is not a trading pair on {self.orders.broker.name}"
+                out[s] = f"{s} is not a trading pair on {self.venue.name}"
                 continue
             live = self.engine.last_price(s) if self.engine is not None else None
             if live is not None and live > 0:
@@ -184,12 +197,12 @@ class Pricer:
 
     async def _ticker(self, symbol: str) -> Priced | str:
         try:
-            price = await self.orders.broker.last_price(symbol)
+            price = await self.venue.last_price(symbol)
         except BrokerError as exc:
             return f"no price for {symbol}: {exc}"
         if price is None or not price.is_finite() or price <= 0:
             return f"no price for {symbol}"
-        return Priced(float(price), (f"{self.orders.broker.name}:ticker {symbol}@{iso(time.time())}",))
+        return Priced(float(price), (f"{self.venue.name}:ticker {symbol}@{iso(time.time())}",))
 
 
 async def load(orders: OrderService, pricer: Pricer) -> tuple[Holdings, dict[str, Priced | str]]:

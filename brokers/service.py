@@ -31,6 +31,7 @@ from brokers.guard import EnginePrice, OrderGuard, OrderRefused, SafetyLimits
 from brokers.models import (
     OPEN,
     Actor,
+    Balance,
     BrokerError,
     ExchangeOrder,
     OrderRejected,
@@ -248,6 +249,9 @@ class OrderService:
             return await self.broker.last_price(symbol)
         except BrokerError:
             return None
+
+    async def balances(self) -> list[Balance]:
+        return await self.broker.balances()
 
     async def get_balance(self) -> dict[str, Any]:
         balances = await self.broker.balances()

@@ -28,7 +28,7 @@ import orjson
 import structlog
 
 from brokers.binance_broker import BinanceBroker
-from brokers.models import OPEN, Actor, ExchangeOrder
+from brokers.models import OPEN, Actor, Balance, ExchangeOrder
 from brokers.order_args import OrderInputError
 from brokers.order_store import OrderRow
 from brokers.order_views import order_listing
@@ -172,6 +172,21 @@ class AccountView:
         return listed
 
     async def get_balance(self) -> dict[str, Any]:
+        mirror, balances = await self._balances()
+        return {
+            "broker": mirror["broker"],
+            "balances": [
+                {"asset": b.asset, "free": float(b.free), "locked": float(b.locked), "total": float(b.total)}
+                for b in balances
+            ],
+            "as_of": mirror["refreshed_at"].astimezone(UTC).isoformat(),
+        }
+
+    async def balances(self) -> list[Balance]:
+        """The mirrored balances, exact (refused when the snapshot is stale, as get_balance)."""
+        return (await self._balances())[1]
+
+    async def _balances(self) -> tuple[Any, list[Balance]]:
         with unreachable_as("balances not read", self.db.where):
             async with self.db.transaction() as conn:
                 mirror = await self._snapshot(conn)
@@ -179,19 +194,7 @@ class AccountView:
                     "SELECT asset, free, locked FROM cluster_account_balances WHERE account = $1 ORDER BY asset",
                     self.account,
                 )
-        return {
-            "broker": mirror["broker"],
-            "balances": [
-                {
-                    "asset": r["asset"],
-                    "free": float(r["free"]),
-                    "locked": float(r["locked"]),
-                    "total": float(Decimal(r["free"]) + Decimal(r["locked"])),
-                }
-                for r in rows
-            ],
-            "as_of": mirror["refreshed_at"].astimezone(UTC).isoformat(),
-        }
+        return mirror, [Balance(asset=r["asset"], free=Decimal(r["free"]), locked=Decimal(r["locked"])) for r in rows]
 
     async def get_positions(self) -> list[dict[str, Any]]:
         """The account's positions from the mirrored fills (cluster/account_fills.py), marked at the

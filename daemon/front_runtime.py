@@ -31,8 +31,8 @@ A front keeps no state of its own, so any number of them can stand behind a load
 
 **log_event** and **get_events** keep the journal in PostgreSQL (mcp_bridge/pg_journal.py).
 
-Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, the
-portfolio tools and the dashboard — their stores have no PostgreSQL
+Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
+trade_simulate and trade_execute, and the dashboard — their stores have no PostgreSQL
 implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
@@ -62,6 +62,7 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import QueueLimits
+from brokers.public_venue import PublicVenue
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
 from cluster.account_mirror import AccountView
@@ -90,12 +91,12 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists (place_oco, brackets) and the portfolio tools run on"
-    " a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
+    "Not available on a cluster front yet: order lists (place_oco, brackets), trade_simulate and trade_execute"
+    " run on a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
     " (place_order, cancel_order), schedules them (schedule_order), lists them (get_orders), shows the"
-    " positions and balances (get_positions, get_balance), halts trading (halt_trading), keeps the journal"
-    " (log_event, get_events) and routes notifications to channels (subscribe_notifications); see"
-    " docs/cluster.md."
+    " positions, balances and portfolio (get_positions, get_balance, get_portfolio), halts trading"
+    " (halt_trading), keeps the journal (log_event, get_events) and routes notifications to channels"
+    " (subscribe_notifications); see docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -216,12 +217,13 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         stack.push_async_callback(intents.close)
         index = StoredAlerts(lambda: db.fetchval("SELECT COUNT(*) FROM alerts"))
         rest = BinanceRest(session, settings.binance_rest_url, timeout_s=settings.http_timeout_s)
+        directory = SymbolDirectory(rest)
         service = AlertService(
             store,
             index,
             hub,
             default_interval=engine_default_interval(settings),
-            check_symbol=SymbolDirectory(rest).check,
+            check_symbol=directory.check,
             max_alerts_per_principal=settings.alerts_max_per_client,
             channels=frozenset(settings.channels),
             executor=ClusterActionExecutor(  # type: ignore[arg-type]  # its commit_in is async (PostgreSQL)
@@ -272,6 +274,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             misfire_grace_s=settings.schedule_misfire_grace_s,
         )
         services.front_account = AccountView(db, settings.cluster_account)
+        services.venue = PublicVenue(rest, directory)
         services.market = market_data(settings, session)
         services.agent = agent_settings(settings)
         supervisor.start("push-relay", relay.run)

@@ -13,7 +13,8 @@ from alerts.feed import NotificationFeed
 from alerts.push import PushHub
 from alerts.service import AlertService
 from brokers.halt import HaltState
-from brokers.models import Actor, OrderRequest
+from brokers.models import Actor, Balance, OrderRequest
+from brokers.portfolio_view import Venue
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
 from engine.charts.service import ChartService
@@ -52,6 +53,10 @@ class AccountReader(Protocol):
     async def get_positions(self) -> list[dict[str, Any]]: ...
 
     async def get_balance(self) -> dict[str, Any]: ...
+
+    async def balances(self) -> list[Balance]:
+        """The account's balances (get_portfolio's holdings), exact."""
+        ...
 
 
 class HaltControl(Protocol):
@@ -107,6 +112,9 @@ class Services:
     """A cluster front's place_order and cancel_order (cluster/front_orders.py), or None."""
     front_account: AccountReader | None = None
     """A cluster front's get_orders, get_positions and get_balance (cluster/account_mirror.py), or None."""
+    venue: Venue | None = None
+    """Where a cluster front lists and prices pairs for get_portfolio (brokers/public_venue.py), or None
+    (a single node uses its broker)."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
     journal: Journal | None = None

@@ -1,7 +1,8 @@
 """get_portfolio, trade_simulate and trade_execute: the account as a portfolio, what-if trades, and trades.
 
 All three follow the agent convention (:mod:`mcp_bridge.tools.agent_calls`) and need the trading
-engine (``--trade``) and the ``trade`` scope.  The valuation rule is
+engine (``--trade``) and the ``trade`` scope; a cluster front serves get_portfolio from the order
+leader's mirror of the account, priced with Binance's public market data (:func:`account_of`).  The valuation rule is
 :mod:`brokers.portfolio_view`'s, the simulation :mod:`brokers.trade_simulation`'s (guard dry run,
 fees, risk metrics of :mod:`brokers.risk_metrics`); execution goes leg by leg through the one
 order path (:meth:`brokers.service.OrderService.place_parsed`: guard, record, send), owned by
@@ -17,12 +18,14 @@ from typing import Annotated, Any, Literal
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from brokers.order_args import parse_order
-from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, value
+from brokers.order_args import OrderInputError, parse_order
+from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
 from brokers.risk_metrics import METHOD
 from brokers.service import OrderService
 from brokers.trade_simulation import Leg, LegResult, Simulator, leg_client_ids, outcome, place_leg
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
+from mcp_bridge.tools.context import AccountReader
+from mcp_bridge.tools.portfolio_texts import GET_PORTFOLIO_TEXT, TRADE_EXECUTE_TEXT, TRADE_SIMULATE_TEXT
 from mcp_bridge.tools.unit import READ_REMOTE, TRADE_REMOTE, ToolContext
 
 MAX_LEGS = 25
@@ -40,13 +43,23 @@ def orders_of(ctx: ToolContext) -> OrderService:
     return ctx.services.orders
 
 
+def account_of(ctx: ToolContext) -> tuple[AccountReader, Venue]:
+    """The account and where its pairs are priced: the order service and its broker, else a cluster
+    front's mirror of the account and Binance's public market data."""
+    if ctx.services.orders is not None:
+        return ctx.services.orders, ctx.services.orders.broker
+    if ctx.services.front_account is not None and ctx.services.venue is not None:
+        return ctx.services.front_account, ctx.services.venue
+    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
+
+
 def pricer_of(ctx: ToolContext) -> Pricer:
     quotes = None
     if ctx.services.market is not None:
         from mcp_bridge.tools.market import sources
 
         quotes = sources(ctx.services)[0]
-    return Pricer(orders_of(ctx), ctx.services.engine, quotes)
+    return Pricer(account_of(ctx)[1], ctx.services.engine, quotes)
 
 
 def _opt(x: float | None) -> Decimal | None:
@@ -106,16 +119,18 @@ async def get_portfolio(ctx: ToolContext, args: GetPortfolioArgs, call: AgentCal
             f"user_id {args.user_id!r} is not your principal ({ctx.principal or 'unauthenticated'}); omit user_id "
             "(the portfolio is the exchange account's, the same for every caller) or call with an admin token",
         )
-    orders = orders_of(ctx)
+    account, venue = account_of(ctx)
+    try:
+        positions = await account.get_positions()
+    except OrderInputError as exc:  # a cluster front's mirror is missing or stale
+        raise AgentError(Code.NOT_AVAILABLE, str(exc)) from exc
     avg = {
         p["symbol"]: p["entry_price"]
-        for p in await orders.get_positions()
+        for p in positions
         if p["side"] == "buy" and p["quantity"] > 0 and p["entry_price"]
     }
-    call.cite(f"{orders.broker.name}:fills")
-    return PortfolioData(
-        portfolio=PortfolioOut.model_validate(await _valued(ctx, call, avg)), account=orders.broker.name
-    )
+    call.cite(f"{venue.name}:fills")
+    return PortfolioData(portfolio=PortfolioOut.model_validate(await _valued(ctx, call, avg)), account=venue.name)
 
 
 # --- trade_simulate --------------------------------------------------------------------------------
@@ -310,9 +325,12 @@ async def _leg_out(orders: OrderService, pricer: Pricer, leg: ExecuteLeg, cid: s
 
 async def _valued(ctx: ToolContext, call: AgentCall, avg: dict[str, float] | None = None) -> PortfolioView:
     """The account's portfolio now (balances, prices), its sources cited."""
-    orders, pricer = orders_of(ctx), pricer_of(ctx)
-    holdings = Holdings.of(await orders.broker.balances())
-    call.cite(f"{orders.broker.name}:balances")
+    (account, venue), pricer = account_of(ctx), pricer_of(ctx)
+    try:
+        holdings = Holdings.of(await account.balances())
+    except OrderInputError as exc:
+        raise AgentError(Code.NOT_AVAILABLE, str(exc)) from exc
+    call.cite(f"{venue.name}:balances")
     prices = await pricer.prices([f"{a}{VALUATION}" for a in holdings.non_cash()])
     for ref in (r for p in prices.values() if not isinstance(p, str) for r in p.refs):
         call.cite(ref)
@@ -345,49 +363,6 @@ def _unit(name: str, group: str, hints: types.ToolAnnotations, args: Any, data: 
         name=name, description=" ".join(text.split()), args=args, data=data, handler=run, group=group, annotations=hints
     )
 
-
-GET_PORTFOLIO_TEXT = f"""
-            The exchange account as a portfolio, valued in {VALUATION}: positions (every non-cash asset with a
-            balance, free + locked, on its <ASSET>USDT pair) with quantity, avg_price (average entry of the
-            fills this daemon recorded, null if none), current_price (the live engine's last trade when it
-            follows the pair, else Binance's ticker), market_value, weight (of total_value); cash = USDT, USDC,
-            FDUSD and BUSD balances counted 1:1 as USDT; total_value = cash + positions. Assets without a USDT
-            pair or a price are listed under unvalued and not counted. The account is the broker's, shared by
-            every principal: user_id, when given, must be your own principal unless your token has admin.
-            Needs the trading engine (--trade) and the trade scope. Not cached."""
-
-TRADE_SIMULATE_TEXT = f"""
-            What-if trades on a copy of the account: NOTHING is sent to the exchange and nothing is recorded.
-            Each leg (symbol, action buy|sell, quantity > 0, price = limit price, absent = market) passes the
-            same checks as a real order in a dry run of the order guard — exchange filters (LOT_SIZE,
-            PRICE_FILTER, MIN_NOTIONAL, PERCENT_PRICE_BY_SIDE), the operator's allowed symbols, per-order and
-            daily notional limits (earlier legs of the call count toward the daily limit), the halt switch —
-            and fills at the current price (the engine's live trade, else the venue's ticker) or at its limit
-            price. Fees: the paper broker's paper_fee_rate; otherwise the account's commission when the broker
-            exposes it, else Binance's default 0.1 % (maker and taker, no BNB discount); taken from the asset
-            received, reported in the quote asset. A leg is refused (status refused, error code) by a filter
-            (INVALID_ARGUMENT), an unknown pair (INVALID_SYMBOL; a stock: MARKET_CLOSED while its market is
-            closed, else INVALID_SYMBOL — the brokers trade exchange pairs only), missing funds in the simulated
-            account (INSUFFICIENT_FUNDS) or no price (NETWORK_ERROR, fail closed); a refused leg does not change
-            portfolio_after. The whole call is an error RISK_LIMIT_EXCEEDED, naming the leg and the limit, when
-            any leg breaks an operator limit or trading is halted, and an error with the first leg's code when
-            every leg is refused. portfolio_after as get_portfolio values it. risk_metrics over the last
-            risk_lookback_days (default 365) daily closes: {METHOD}; null with a reason when undefined."""
-
-TRADE_EXECUTE_TEXT = """
-            Places real orders, leg by leg, through the same path as place_order (guard rails, recorded, sent),
-            owned by your principal. A batch is NOT atomic on an exchange: legs are sent in order, each stands
-            alone, and a refused leg does not undo earlier ones. Each leg: symbol, action buy|sell, quantity,
-            order_type market | limit (price required) | stop (stop_price required; with price a stop-limit,
-            else a stop-market). Per leg: status filled | partial (partly filled) | open (accepted, resting or
-            an untriggered stop, nothing filled yet) | expired (ended unfilled, e.g. IOC) | pending (the
-            exchange's answer was lost; reconciled later) | rejected (with error code and reason: the guard's
-            or the exchange's); order_id (null when refused before recording), price (average fill price, else
-            the limit or stop price), fees (valued in the quote asset), total_cost (buy: traded value + fees;
-            sell: −(traded value − fees); 0 while nothing filled). portfolio_after: total_value and cash (as
-            get_portfolio) after the last leg. Retrying with the same tool_call_id does not place a leg twice:
-            its client order id comes from the tool_call_id, and a leg already placed is reported as it stands.
-            The call is an error only when every leg is rejected. Needs --trade and the trade scope."""
 
 UNITS: tuple[Any, ...] = (
     _unit(

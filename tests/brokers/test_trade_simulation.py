@@ -54,7 +54,7 @@ class Daily:
 
 def _sim(db: Database, broker: Account, limits: SafetyLimits | None = None, market: Any = None) -> Simulator:
     service = OrderService(broker, OrderStore(db), limits=limits or SafetyLimits(), clock=Clock())
-    return Simulator(service, Pricer(service, None, None), market, rf_annual=0.0, days=30)
+    return Simulator(service, Pricer(service.broker, None, None), market, rf_annual=0.0, days=30)
 
 
 async def _nothing_recorded(db: Database) -> None:

@@ -10,6 +10,8 @@ mirrors the account's balances and its orders' states into PostgreSQL; a front a
 - ``get_positions`` (the mirrored fills replayed) holds what the exchange account's balance of the
   base asset gained; ``cancel_order`` cancels a resting order on the exchange (another principal's:
   "not found"; a filled one: an invalid transition);
+- ``get_portfolio`` values the mirrored balances at the exchange's prices (cash, the position's
+  quantity, price and average entry);
 - before the leader wrote any snapshot, and when the last one is too old, ``get_balance`` says so
   instead of answering stale balances.
 """
@@ -127,6 +129,23 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
             assert [p["symbol"] for p in positions] == [SYMBOL] and positions[0]["side"] == "buy"
             assert positions[0]["current_price"] > 0 and positions[0]["as_of"]
 
+            # get_portfolio: the mirrored balances valued at the exchange's price of each USDT pair
+            held = _exchange_balances(sim)
+            ticker = await _ticker(sim)
+            data = (await _call(at_b, "get_portfolio"))["data"]
+            portfolio = data["portfolio"]
+            assert data["account"] == "binance"
+            assert portfolio["cash"] == pytest.approx(sum(held.get("USDT", (0.0, 0.0))))
+            (position,) = [p for p in portfolio["positions"] if p["symbol"] == SYMBOL]
+            assert position["quantity"] == pytest.approx(sum(held[base]))
+            assert position["current_price"] == pytest.approx(ticker)
+            assert position["avg_price"] == pytest.approx(positions[0]["entry_price"])
+            valued = {p["asset"] for p in portfolio["positions"]} | {u["asset"] for u in portfolio["unvalued"]}
+            assert valued == set(held) - {"USDT"}  # every other asset: valued, or unvalued with a reason
+            assert portfolio["total_value"] == pytest.approx(
+                portfolio["cash"] + sum(p["market_value"] for p in portfolio["positions"])
+            )
+
             far = f"{price * 0.5:.4f}"
             placed = await _call(
                 at_a, "place_order", {"symbol": SYMBOL, "side": "buy", "type": "limit", "quantity": 0.1, "price": far}
@@ -149,6 +168,12 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
         if front is not None:
             await front.stop()
         await stop_leaders([leader])
+
+
+async def _ticker(sim: Any) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{sim.url}/api/v3/ticker/price", params={"symbol": SYMBOL}) as r:
+            return float((await r.json())["price"])
 
 
 async def _post_price(sim: Any, price: float) -> None:
