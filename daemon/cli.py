@@ -37,7 +37,7 @@ from config.database import DatabaseError
 from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "trading", "cluster", "worker", "leader")
+SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "oauth", "trading", "cluster", "worker", "leader")
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -76,7 +76,8 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog=(
             "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
-            " chartgen trading --help, chartgen cluster --help, chartgen worker --help, chartgen leader --help"
+            " chartgen oauth --help, chartgen trading --help, chartgen cluster --help, chartgen worker --help,"
+            " chartgen leader --help"
         ),
     )
     p.add_argument(
@@ -152,6 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.umask(PRIVATE_UMASK)
         return passphrase_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "oauth":
+        from daemon.oauth_command import main as oauth_main
+
+        os.umask(PRIVATE_UMASK)
+        return oauth_main([*hoisted, *rest[1:]])
     if rest and rest[0] == "token":
         from daemon.token_command import main as token_main
 

@@ -16,14 +16,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from config import load_settings
 from config.database import DatabaseError
-from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
-from daemon.database import open_database
+from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.logging import configure_logging
+from daemon.oauth_command import oauth_store
 from mcp_bridge.oauth.passphrase import PassphraseError, hash_passphrase
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import OAuthStore
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,10 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data-dir", type=Path, help="state directory (default $STATE_DIRECTORY, else ~/.chartgen)")
     p.add_argument("--config", type=Path, help="TOML settings file")
-    p.add_argument("--cluster", action="store_true", help="the cluster's passphrase (postgres_dsn)")
-    p.add_argument("--postgres-dsn", help="with --cluster: the cluster's PostgreSQL")
+    anywhere = cluster_options(p, "passphrase")
     sub = p.add_subparsers(dest="action", required=True)
-    sub.add_parser("set", help="set or replace the passphrase (at least 12 characters)")
+    sub.add_parser("set", help="set or replace the passphrase (at least 12 characters)", parents=[anywhere])
     return p
 
 
@@ -48,17 +44,9 @@ def _read() -> str:
     return first
 
 
-async def _store(settings_overrides: dict[str, object], config: Path | None, hashed: str, cluster: bool) -> None:
-    settings = load_settings(settings_overrides, config)
-    if not cluster:
-        async with open_database(settings) as db:
-            await OAuthStore(db).set_passphrase_hash(hashed)
-        return
-    dsn = settings.cluster_dsn()
-    if dsn is None:
-        raise DatabaseError(f"--cluster: {NO_CLUSTER_DSN}, or pass --postgres-dsn")
-    async with cluster_database(dsn) as pg:
-        await PgOAuthStore(pg).set_passphrase_hash(hashed)
+async def _store(ns: argparse.Namespace, hashed: str) -> None:
+    async with oauth_store(settings_of(ns), on_cluster(ns)) as store:
+        await store.set_passphrase_hash(hashed)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -70,8 +58,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"chartgen passphrase: error: {exc}", file=sys.stderr)
         return 2
     try:
-        overrides = {"data_dir": ns.data_dir} | ({"postgres_dsn": ns.postgres_dsn} if ns.postgres_dsn else {})
-        asyncio.run(_store(overrides, ns.config, hashed, ns.cluster))
+        asyncio.run(_store(ns, hashed))
     except DatabaseError as exc:
         print(f"chartgen passphrase: error: {exc}", file=sys.stderr)
         return 1

@@ -22,9 +22,10 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from config import Settings, load_settings
+from config import Settings
 from config.database import DatabaseError
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
+from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from mcp_bridge.pg_tokens import PgTokenStore
@@ -36,9 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="chartgen token", description="Manage personal access tokens (bearer tokens).")
     p.add_argument("--data-dir", type=Path, help="state directory (default $STATE_DIRECTORY, else ~/.chartgen)")
     p.add_argument("--config", type=Path, help="TOML settings file")
-    _cluster_options(p)
-    anywhere = argparse.ArgumentParser(add_help=False)  # also accepted after the action's arguments
-    _cluster_options(anywhere)
+    anywhere = cluster_options(p, "tokens")  # also accepted after the action's arguments
     sub = p.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a token and print it once", parents=[anywhere])
     create.add_argument("name", help="a label for the token, e.g. claude-desktop")
@@ -56,13 +55,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cluster_options(p: argparse.ArgumentParser) -> None:
-    """--cluster and --postgres-dsn (absent from the namespace unless given: valid before or after the action)."""
-    default = argparse.SUPPRESS
-    p.add_argument("--cluster", action="store_true", default=default, help="the cluster's tokens (postgres_dsn)")
-    p.add_argument("--postgres-dsn", default=default, help="with --cluster: the cluster's PostgreSQL")
-
-
 def _when(ts: float | None) -> str:
     return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
 
@@ -70,9 +62,7 @@ def _when(ts: float | None) -> str:
 async def _run(ns: argparse.Namespace) -> int:
     # a bad scope list fails before the database is opened
     scopes = parse_scopes(ns.scope) if ns.action == "create" else frozenset()
-    cluster, dsn = getattr(ns, "cluster", False), getattr(ns, "postgres_dsn", None)
-    overrides = {"data_dir": ns.data_dir} | ({"postgres_dsn": dsn} if dsn else {})
-    settings = load_settings(overrides, ns.config)
+    cluster, settings = on_cluster(ns), settings_of(ns)
     configure_logging("warning", settings.log_format)  # stdout carries the token only
     async with _token_store(settings, cluster) as tokens:
         if ns.action == "create":

@@ -4,7 +4,8 @@ every refusal the authorization server owes) run against a front with the passph
 ``chartgen passphrase set --cluster``; and one grant travels across two fronts — registered and
 authorized at one, approved at the other, exchanged at the other, used and refreshed at the first —
 while single use and theft detection still hold across them: a rotated refresh token presented at
-the other front revokes the grant, and both fronts refuse its access token on the next request."""
+the other front revokes the grant, and both fronts refuse its access token on the next request; and
+``chartgen oauth list | revoke --cluster`` lists a client and cuts it off at every front."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import httpx2
 import pytest
 
 from config.postgres import PostgresDatabase
+from tests.daemon.test_cli_state_options import chartgen
 from tests.mcp_bridge.test_oauth_flow import (  # noqa: F401 - collected here against a cluster front
     test_every_refusal_the_authorization_server_owes,
     test_the_sdk_clients_own_oauth_flow_with_a_scripted_consent,
@@ -127,6 +129,18 @@ async def test_one_grant_across_two_fronts(fronts: list[DaemonProc], cluster: tu
         for front in (a, b):  # theft detection revoked the whole grant
             assert (await tools_call(http, front.mcp_url, fresh["access_token"])).status_code == 401
         assert (await refresh(http, a.base, grant2, fresh["refresh_token"])).status_code == 400
+
+        # the operator cuts a client off from the command line (fronts serve no dashboard)
+        grant3 = await _authorized_at(http, b, a)
+        third = (await exchange(http, b.base, grant3)).json()
+        dsn = cluster[0]
+        code, out, err = await chartgen("oauth", "list", "--cluster", "--postgres-dsn", dsn)
+        assert code == 0 and grant3.client_id in out, err
+        code, out, err = await chartgen("oauth", "revoke", grant3.client_id, "--cluster", "--postgres-dsn", dsn)
+        assert code == 0 and f"revoked every token of {grant3.client_id}" in out, err
+        for front in (a, b):
+            assert (await tools_call(http, front.mcp_url, third["access_token"])).status_code == 401
+        assert (await refresh(http, a.base, grant3, third["refresh_token"])).status_code == 400
 
     stored = " ".join(str(r) for r in await db.fetch("SELECT * FROM oauth_refresh_tokens"))
     stored += " ".join(str(r) for r in await db.fetch("SELECT * FROM access_tokens"))
