@@ -103,7 +103,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.bus == "nats":
             nats_dir = Path(sync_stack.enter_context(tempfile.TemporaryDirectory()))
             nats = await _nats_stack.enter_async_context(running_nats(nats_dir / "jetstream"))
-            small = {"market_max_bytes": 64 << 20, "notify_max_bytes": 64 << 20, "commands_max_bytes": 8 << 20}
+            small = {
+                "market_max_bytes": 64 << 20,
+                "notify_max_bytes": 64 << 20,
+                "commands_max_bytes": 8 << 20,
+                "ticks_max_bytes": 4 << 20,
+            }
             bus_env = {"CHARTGEN_BUS": "nats", "CHARTGEN_NATS_URL": nats.url, "CHARTGEN_BUS_LIMITS": json.dumps(small)}
         weight = 6000 * args.hosts
         sim = await start_simulator(host="127.0.0.1", port=0, clock="real", symbols=symbols, weight_limit=weight)

@@ -1,6 +1,6 @@
 """The cluster's event bus: the connection to NATS JetStream, publishing, consumers and subscriptions.
 
-The bus owns everything the cluster (design.md §11) says to NATS: the three streams and their
+The bus owns everything the cluster (design.md §11) says to NATS: the four streams and their
 limits (:mod:`cluster.bus_streams`), the subject names (:mod:`cluster.bus_subjects`),
 publishing with de-duplication, durable pull consumers (made here, fetched in
 :mod:`cluster.bus_consumer`) and plain subscriptions (this module).  Nothing outside

@@ -3,13 +3,16 @@
 Streams (:func:`stream_specs`, built from :class:`BusLimits`; all on file storage so a restarted
 nats-server still has them):
 
-- ``CHARTGEN_MARKET`` — ``chartgen.market.>``: ticks, closed bars and indicator updates
-  published by the engine workers.  Limits retention, discard old: the stream is a short replay
-  buffer (a front or a worker taking over a market catches up from it), never the record of
-  anything — bars are re-fetched from the exchange after a gap — so it keeps 1 h
-  (``market_max_age_s``), 1 GiB in all and 10,000 messages per subject (one subject per
-  kind, symbol and interval): a busy symbol's ticks push out only its own older ticks, never
-  the other markets' bars.
+- ``CHARTGEN_MARKET`` — ``chartgen.market.bar.>`` and ``chartgen.market.indicator.>``: closed
+  bars and indicator updates published by the engine workers.  Limits retention, discard old: the
+  stream is a short replay buffer (a front or a worker taking over a market catches up from it),
+  never the record of anything — bars are re-fetched from the exchange after a gap — so it keeps
+  1 h (``market_max_age_s``), 1 GiB in all and 10,000 messages per subject (one subject per kind,
+  symbol and interval).
+- ``CHARTGEN_TICKS`` — ``chartgen.market.tick.>``: each market's price, once a second when it
+  moved.  Only the newest is worth anything, so the stream keeps one message per subject (a
+  last-value cache, as a KV bucket would) and at most ``ticks_max_bytes`` (64 MiB).  In the
+  market stream, 10,000 markets' ticks filled 1 GiB in about nine minutes and pushed the bars out.
 - ``CHARTGEN_NOTIFY`` — ``chartgen.notify.<principal>``: fired notifications, one subject per
   principal, consumed by the stateless HTTP fronts.  Limits retention, discard old; a
   notification is worth pushing for the push TTL (1 h, the default of ``notify_queue_ttl_s``)
@@ -73,6 +76,7 @@ class BusLimits(BaseModel):
     notify_max_age_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
     notify_max_bytes: int = Field(default=256 * MiB, ge=1 * MiB)
     notify_max_msgs_per_subject: int = Field(default=10_000, ge=1)
+    ticks_max_bytes: int = Field(default=64 * MiB, ge=1 * MiB)
     commands_max_age_s: float = Field(default=86400.0, gt=0, le=30 * 86400)
     commands_max_bytes: int = Field(default=64 * MiB, ge=1 * MiB)
     duplicate_window_s: float = Field(default=120.0, gt=0, le=86400)
@@ -140,23 +144,37 @@ class StreamSpec:
 
 
 MARKET_STREAM = "CHARTGEN_MARKET"
+TICKS_STREAM = "CHARTGEN_TICKS"
 NOTIFY_STREAM = "CHARTGEN_NOTIFY"
 COMMANDS_STREAM = "CHARTGEN_COMMANDS"
 
 
 def stream_specs(limits: BusLimits) -> tuple[StreamSpec, ...]:
-    """The three streams with ``limits`` applied."""
+    """The four streams with ``limits`` applied, in the order they are applied (the market stream gives
+    up the ticks' subjects, which a stream made by an older chartgen held, before the ticks stream
+    takes them)."""
     return (
         StreamSpec(
             name=MARKET_STREAM,
-            subjects=(f"{SUBJECT_ROOT}.market.>",),
+            subjects=(f"{SUBJECT_ROOT}.market.bar.>", f"{SUBJECT_ROOT}.market.indicator.>"),
             retention="limits",
             discard="old",
             max_age_s=limits.market_max_age_s,
             max_bytes=limits.market_max_bytes,
             max_msgs_per_subject=limits.market_max_msgs_per_subject,
             duplicate_window_s=limits.duplicate_window_s,
-            description="chartgen ticks, closed bars and indicator updates (a short replay buffer)",
+            description="chartgen closed bars and indicator updates (a short replay buffer)",
+        ),
+        StreamSpec(
+            name=TICKS_STREAM,
+            subjects=(f"{SUBJECT_ROOT}.market.tick.>",),
+            retention="limits",
+            discard="old",
+            max_age_s=limits.market_max_age_s,
+            max_bytes=limits.ticks_max_bytes,
+            max_msgs_per_subject=1,
+            duplicate_window_s=limits.duplicate_window_s,
+            description="chartgen prices, the newest per market",
         ),
         StreamSpec(
             name=NOTIFY_STREAM,

@@ -1,6 +1,6 @@
 """A worker's market data on the NATS bus (``bus = "nats"``): the closed bars and indicator updates
-of the markets it follows, and each market's price once a second, published on ``CHARTGEN_MARKET``
-(cluster/bus_streams.py) under ``chartgen.market.<kind>.<symbol>.<interval>``
+of the markets it follows on ``CHARTGEN_MARKET``, and each market's price once a second on
+``CHARTGEN_TICKS`` (cluster/bus_streams.py), under ``chartgen.market.<kind>.<symbol>.<interval>``
 (cluster/bus_subjects.py).
 
 What is published (JSON):

@@ -26,7 +26,7 @@ from nats.js import api as js_api
 
 from cluster.bus import Bus, Consumer, Message
 from cluster.bus_errors import BusError, BusUnavailable
-from cluster.bus_streams import COMMANDS_STREAM, MARKET_STREAM, NOTIFY_STREAM, BusLimits
+from cluster.bus_streams import COMMANDS_STREAM, MARKET_STREAM, NOTIFY_STREAM, TICKS_STREAM, BusLimits
 from cluster.bus_subjects import (
     command_subject,
     decode_token,
@@ -36,11 +36,10 @@ from cluster.bus_subjects import (
     notify_subject,
     principal_of,
 )
-from tests.support.nats import NatsServer, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
 from tests.support.nginx import free_port
 
-TEST_LIMITS = BusLimits(market_max_bytes=8 << 20, notify_max_bytes=8 << 20, commands_max_bytes=4 << 20)
-"""Defaults except the sizes: JetStream reserves max_bytes against the disk it sees, and CI disks are small."""
+TEST_LIMITS = BusLimits(**SMALL_BUS_LIMITS)
 
 Connect = Callable[..., Awaitable[Bus]]
 
@@ -104,7 +103,7 @@ async def test_streams_are_created_idempotently_and_concurrently_with_the_config
     raw = await nats.connect(nats_server.url)
     try:
         for _ in range(5):  # two processes starting together, from scratch, several times (the creates race)
-            for name in (MARKET_STREAM, NOTIFY_STREAM, COMMANDS_STREAM):
+            for name in (MARKET_STREAM, TICKS_STREAM, NOTIFY_STREAM, COMMANDS_STREAM):
                 with contextlib.suppress(nats.js.errors.NotFoundError):
                     await raw.jetstream().delete_stream(name)
             await asyncio.gather(a.ensure_streams(), b.ensure_streams())
@@ -116,8 +115,11 @@ async def test_streams_are_created_idempotently_and_concurrently_with_the_config
     for spec in a.streams:
         assert await b.stream_spec(spec.name) == spec
     market, notify, commands = [await a.stream_spec(n) for n in (MARKET_STREAM, NOTIFY_STREAM, COMMANDS_STREAM)]
-    assert (market.subjects, market.retention, market.discard) == (("chartgen.market.>",), "limits", "old")
+    assert market.subjects == ("chartgen.market.bar.>", "chartgen.market.indicator.>")
+    assert (market.retention, market.discard) == ("limits", "old")
     assert (market.max_age_s, market.max_bytes, market.max_msgs_per_subject) == (3600.0, 8 << 20, 10_000)
+    ticks = await a.stream_spec(TICKS_STREAM)
+    assert (ticks.subjects, ticks.max_msgs_per_subject, ticks.max_bytes) == (("chartgen.market.tick.>",), 1, 1 << 20)
     assert (notify.subjects, notify.retention, notify.max_age_s) == (("chartgen.notify.>",), "limits", 3600.0)
     assert (notify.duplicate_window_s, notify.max_msgs_per_subject, notify.storage) == (120.0, 10_000, "file")
     assert (commands.subjects, commands.retention, commands.discard) == (("chartgen.cmd.>",), "workqueue", "new")
@@ -134,6 +136,25 @@ async def test_streams_follow_changed_limits(connect: Connect) -> None:
     notify = await first.stream_spec(NOTIFY_STREAM)
     assert (market.max_age_s, notify.max_msgs_per_subject) == (1800.0, 500)
     assert [await first.stream_spec(s.name) for s in second.streams] == list(second.streams)
+
+
+async def test_an_older_market_stream_gives_the_ticks_to_their_own_stream_which_keeps_the_newest(
+    connect: Connect, nats_server: NatsServer
+) -> None:
+    raw = await nats.connect(nats_server.url)
+    try:  # the market stream as an older chartgen made it: every market subject, ticks included
+        await raw.jetstream().add_stream(name=MARKET_STREAM, subjects=["chartgen.market.>"], max_msgs_per_subject=10)
+    finally:
+        await raw.close()
+    bus = await connect()
+    await bus.ensure_streams()
+    assert (await bus.stream_spec(MARKET_STREAM)).subjects == ("chartgen.market.bar.>", "chartgen.market.indicator.>")
+    tick = market_subject("tick", "BTCUSDT", None)
+    for i in range(5):
+        await bus.publish(tick, f"{i}".encode(), msg_id=f"t{i}")
+    await bus.publish(market_subject("bar", "BTCUSDT", "1m"), b"bar", msg_id="b0")
+    assert await bus.stream_messages(TICKS_STREAM) == 1  # the newest price only
+    assert await bus.stream_messages(MARKET_STREAM) == 1
 
 
 async def test_a_stream_with_another_retention_is_reported_not_changed(

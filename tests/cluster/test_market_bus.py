@@ -22,16 +22,15 @@ import nats
 import numpy as np
 import pytest
 
-from cluster.bus_streams import MARKET_STREAM
+from cluster.bus_streams import MARKET_STREAM, TICKS_STREAM
 from cluster.bus_subjects import market_of
 from config.postgres import PostgresDatabase
-from tests.support.nats import NatsServer, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
 from tests.support.workers import Workers, until
 
 SYMBOLS = ["AA1USDT", "AA2USDT"]
 WINDOW_BARS = 50
 """The workers' window (tests/support/workers.py)."""
-SMALL_STREAMS = {"market_max_bytes": 8 << 20, "notify_max_bytes": 8 << 20, "commands_max_bytes": 4 << 20}
 
 
 @pytest.fixture
@@ -68,7 +67,7 @@ async def test_a_worker_publishes_bars_indicator_updates_and_ticks(
     env = {
         "CHARTGEN_BUS": "nats",
         "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_STREAMS),
+        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
     }
     workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0, env=env)
     seen: list[tuple[str, dict[str, Any], str | None]] = []
@@ -130,7 +129,9 @@ async def test_a_worker_publishes_bars_indicator_updates_and_ticks(
             assert all(msg_id for _, _, msg_id in seen)
             js = client.jetstream()
             info = await js.stream_info(MARKET_STREAM)
-            assert info.state.messages >= len(seen) > 0
+            assert info.state.messages >= sum(1 for subject, _, _ in seen if market_of(subject)[0] != "tick") > 0
+            ticks = await js.stream_info(TICKS_STREAM)  # the newest price per market
+            assert ticks.state.messages == len({subject for subject, _, _ in seen if market_of(subject)[0] == "tick"})
             async with http.get(f"{worker_url}/metrics") as r:
                 text = await r.text()
             published = next(

@@ -33,7 +33,7 @@ from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
-from tests.support.nats import NatsServer, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
 from tests.support.workers import Workers, next_alert_frame, real_clock_simulator, until
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,6 @@ pytestmark = pytest.mark.slow
 SYMBOLS = ["NB0USDT", "NB1USDT"]
 OUTAGE_S = float(os.environ.get("CHARTGEN_TEST_NATS_OUTAGE_S", "30"))
 DEADLINE_S = 60.0
-SMALL_STREAMS = {"market_max_bytes": 8 << 20, "notify_max_bytes": 8 << 20, "commands_max_bytes": 4 << 20}
 
 
 @pytest.fixture
@@ -113,7 +112,7 @@ async def test_a_nats_outage_degrades_the_roles_loses_no_notification_and_heals(
     bus_env = {
         "CHARTGEN_BUS": "nats",
         "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_STREAMS),
+        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
     }
     now = time.time()
     tokens = {}

@@ -20,12 +20,10 @@ from config import load_settings
 from config.postgres import PostgresDatabase
 from daemon.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
 from tests.support.daemon_proc import clean_env
-from tests.support.nats import NatsServer, nats_server_binary, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary, running_nats
 from tests.support.nginx import free_port
 from tests.support.workers import until
 
-SMALL = {"market_max_bytes": 8 << 20, "notify_max_bytes": 8 << 20, "commands_max_bytes": 4 << 20}
-"""JetStream reserves max_bytes against the disk it sees: small sizes for CI disks."""
 DEPLOY_NATS_CONF = Path(__file__).resolve().parents[2] / "deploy" / "cluster" / "nats-server.conf"
 
 
@@ -36,9 +34,9 @@ async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
 
 
 async def _bus(server: NatsServer, name: str) -> Bus:
-    settings = load_settings({"bus": "nats", "nats_url": server.url, "bus_limits": SMALL})
+    settings = load_settings({"bus": "nats", "nats_url": server.url, "bus_limits": SMALL_BUS_LIMITS})
     bus = await connect_bus(settings, name, ensure_streams=True)
-    assert bus.limits == BusLimits(**SMALL)
+    assert bus.limits == BusLimits(**SMALL_BUS_LIMITS)
     return bus
 
 

@@ -51,6 +51,16 @@ def _log_since(path: Path, offset: int) -> str:
         return f.read().decode(errors="replace")
 
 
+SMALL_BUS_LIMITS = {
+    "market_max_bytes": 8 << 20,
+    "notify_max_bytes": 8 << 20,
+    "commands_max_bytes": 4 << 20,
+    "ticks_max_bytes": 1 << 20,
+}
+"""``bus_limits`` for tests: JetStream reserves each stream's max_bytes against the disk it sees, and CI
+disks are small."""
+
+
 @dataclass
 class NatsServer:
     """One nats-server on ``127.0.0.1:port`` with its JetStream store in ``store_dir``."""
