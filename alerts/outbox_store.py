@@ -137,6 +137,22 @@ class ChannelCounts:
     oldest_pending_at: float | None = None
 
 
+def delivery_of(r: Mapping[str, Any]) -> Delivery:
+    """An outbox row (``HEAD_COLUMNS``) as the sender reads it."""
+    return Delivery(
+        int(r["id"]),
+        r["channel"],
+        r["notification_id"],
+        r["principal"],
+        r["payload"],
+        float(r["created_at"]),
+        int(r["attempts"]),
+        float(r["next_at"]),
+    )
+
+
+HEAD_COLUMNS = "id, channel, notification_id, principal, payload, created_at, attempts, next_at"
+
 COUNTS_SQL = "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
 
 
@@ -178,25 +194,12 @@ class OutboxStore:
         A firing may be committed before its disk flush (``AlertStore.fire_synced_later``); its
         rows are only handed out after a flush that covers them, like its push frames."""
         rows = await self.db.fetchall(
-            "SELECT id, channel, notification_id, principal, payload, created_at, attempts, next_at FROM outbox"
-            " WHERE channel = ? AND state = 'pending' ORDER BY id LIMIT ?",
+            f"SELECT {HEAD_COLUMNS} FROM outbox WHERE channel = ? AND state = 'pending' ORDER BY id LIMIT ?",
             (channel, limit),
         )
         if rows and self.db.wal_sync is not None:
             await self.db.wal_sync.request()
-        return [
-            Delivery(
-                int(r["id"]),
-                r["channel"],
-                r["notification_id"],
-                r["principal"],
-                r["payload"],
-                float(r["created_at"]),
-                int(r["attempts"]),
-                float(r["next_at"]),
-            )
-            for r in rows
-        ]
+        return [delivery_of(r) for r in rows]
 
     async def payload(self, row_id: int) -> str | None:
         """A row's current payload (an action outcome may have been written into it since it was read)."""

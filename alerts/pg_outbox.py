@@ -24,7 +24,15 @@ from typing import Any
 import asyncpg
 import orjson
 
-from alerts.outbox_store import COUNTS_SQL, ChannelCounts, Delivery, OutboxRow, channel_counts
+from alerts.outbox_store import (
+    COUNTS_SQL,
+    HEAD_COLUMNS,
+    ChannelCounts,
+    Delivery,
+    OutboxRow,
+    channel_counts,
+    delivery_of,
+)
 from config.postgres import PostgresDatabase, rowcount
 
 OUTBOX_CHANNEL = "chartgen_outbox"
@@ -68,24 +76,11 @@ class PgOutboxStore:
     async def head(self, channel: str, limit: int = 200) -> list[Delivery]:
         """The channel's oldest pending rows, in id order (a commit is on disk when it returns)."""
         rows = await self.db.fetch(
-            "SELECT id, channel, notification_id, principal, payload, created_at, attempts, next_at FROM outbox"
-            " WHERE channel = $1 AND state = 'pending' ORDER BY id LIMIT $2",
+            f"SELECT {HEAD_COLUMNS} FROM outbox WHERE channel = $1 AND state = 'pending' ORDER BY id LIMIT $2",
             channel,
             limit,
         )
-        return [
-            Delivery(
-                int(r["id"]),
-                r["channel"],
-                r["notification_id"],
-                r["principal"],
-                r["payload"],
-                float(r["created_at"]),
-                int(r["attempts"]),
-                float(r["next_at"]),
-            )
-            for r in rows
-        ]
+        return [delivery_of(r) for r in rows]
 
     async def payload(self, row_id: int) -> str | None:
         value = await self.db.fetchval("SELECT payload FROM outbox WHERE id = $1 AND state = 'pending'", row_id)

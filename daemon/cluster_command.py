@@ -34,6 +34,7 @@ from alerts.pg_outbox import PgOutboxStore
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
 from brokers.schedules.pg_store import PG_SCHEDULE_MIGRATIONS
 from cluster.account_mirror import ACCOUNT_MIGRATIONS
+from cluster.followed import FOLLOWED_MIGRATIONS, FollowedMarkets
 from cluster.halt import HALT_MIGRATIONS
 from cluster.lease import LEASE_MIGRATIONS, Leases
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
@@ -42,6 +43,7 @@ from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
 from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
+from daemon.cluster_follow import FollowError, run_follow
 from mcp_bridge.oauth.pg_store import PG_OAUTH_MIGRATIONS
 from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
@@ -64,6 +66,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     ACCOUNT_MIGRATIONS,
     PG_JOURNAL_MIGRATIONS,
     PG_OAUTH_MIGRATIONS,
+    FOLLOWED_MIGRATIONS,
 )
 
 
@@ -77,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="create or upgrade the cluster's tables", parents=[dsn])
     status = sub.add_parser("status", help="members, leaders, order intents, market assignment", parents=[dsn])
     status.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    for action, what in (("follow", "have the cluster follow"), ("unfollow", "stop following")):
+        cmd = sub.add_parser(action, help=f"{what} markets (SYMBOL… -i INTERVAL…)", parents=[dsn])
+        cmd.add_argument("symbols", nargs="+", metavar="SYMBOL")
+        cmd.add_argument("-i", "--interval", action="append", required=True, help="repeatable: 1m, 1h, …")
+    sub.add_parser("followed", help="the markets the operator has the cluster follow", parents=[dsn])
     status.add_argument(
         "--liveness",
         type=float,
@@ -147,6 +155,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         " FROM cluster_order_cancels WHERE state = 'queued'"
     )
     channels = await PgOutboxStore(db).counts()
+    followed = await FollowedMarkets(db).all()
     by_account: dict[str, dict[str, int]] = {}
     for r in intents:
         by_account.setdefault(r["account"], {})[r["state"]] = int(r["n"])
@@ -180,6 +189,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
             }
             for name, c in sorted(channels.items())
         },
+        "followed": [f"{sym} {iv}" for sym, iv in followed],
         "markets_with_alerts": len(markets),
         "assignment": assign(markets, live_workers) if live_workers else {},
         "unassigned_markets": markets if not live_workers else [],
@@ -227,6 +237,11 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
         lines.append(f"  {name}: pending {c['pending']}{oldest}, delivered {c['delivered']}, failed {c['failed']}")
     if not status["channels"]:
         lines.append("  none")
+    shown = ", ".join(status["followed"][:5]) + (" …" if len(status["followed"]) > 5 else "")
+    lines.append(
+        f"markets the operator follows (chartgen cluster follow): {len(status['followed'])}"
+        + (f" ({shown})" if shown else "")
+    )
     lines.append(f"markets with armed alerts: {status['markets_with_alerts']}")
     for worker, owned in status["assignment"].items():
         shown = ", ".join(owned[:5]) + (" …" if len(owned) > 5 else "")
@@ -257,6 +272,13 @@ async def _status(dsn: str, as_json: bool, liveness_s: float) -> int:
     return 0
 
 
+async def _follow(dsn: str, ns: argparse.Namespace) -> int:
+    settings = load_settings({}, ns.config)
+    async with cluster_database(dsn) as db:
+        print(await run_follow(db, settings, ns.action, getattr(ns, "symbols", []), getattr(ns, "interval", [])))
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
     if ns.data_dir is not None:
@@ -284,7 +306,12 @@ def main(argv: Sequence[str]) -> int:
     try:
         if ns.action == "migrate":
             return asyncio.run(_migrate(dsn))
+        if ns.action in ("follow", "unfollow", "followed"):
+            return asyncio.run(_follow(dsn, ns))
         return asyncio.run(_status(dsn, ns.json, ns.liveness))
+    except FollowError as exc:
+        print(f"chartgen cluster: error: {exc}", file=sys.stderr)
+        return 2
     except DatabaseError as exc:
         print(f"chartgen cluster: error: {exc}", file=sys.stderr)
         return 1

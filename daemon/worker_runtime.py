@@ -4,9 +4,8 @@ Every heartbeat (``cluster_heartbeat_s``, a job on the daemon's APScheduler) the
 
 1. moves the hand-over marks of its live markets (cluster/marks.py) to the exchange time through
    which its evaluator has checked every tick, firings committed;
-2. heartbeats and reads the live workers (cluster/membership.py ``MarketAssignment``) and keeps
-   the markets — the configured ``symbols`` × ``intervals`` and every market with an armed alert —
-   whose rendezvous owner it is;
+2. heartbeats and reads the live workers (cluster/membership.py ``MarketAssignment``) and keeps the
+   markets (configured, the operator's: cluster/followed.py, armed alerts') whose rendezvous owner it is;
 3. drops the markets it lost (their alerts leave the evaluator's indexes, the engine stops
    following them) and takes the ones it gained: follows them, indexes their armed alerts read
    from PostgreSQL, and closes the gap since the old owner's mark (daemon/worker_handover.py).
@@ -43,6 +42,7 @@ from alerts.pg_changes import ALERTS_CHANNEL, parse_change
 from alerts.pg_store import PgAlertStore
 from alerts.store import Fired, alert_of
 from alerts.worker_evaluator import WorkerEvaluator
+from cluster.followed import UNIVERSE_SQL
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment
 from config.postgres import UNREACHABLE, Listener, StorageUnavailable
@@ -148,7 +148,7 @@ class Worker:
             self._unindex(alert_id)  # fired or cancelled meanwhile: it leaves the indexes here
         await self.write_marks()
         reconnected = not self.listener.connected and await self.listener.ensure()
-        rows = await self.store.db.fetch("SELECT DISTINCT symbol, interval FROM alerts")
+        rows = await self.store.db.fetch(UNIVERSE_SQL)
         universe = set(self.configured) | {market_name(r["symbol"], r["interval"]) for r in rows}
         change = await self.assignment.refresh(universe)
         liveness_s = self.assignment.membership.liveness_s

@@ -10,7 +10,6 @@ the other front revokes the grant, and both fronts refuse its access token on th
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,7 +25,17 @@ from tests.mcp_bridge.test_oauth_flow import (  # noqa: F401 - collected here ag
     test_the_sdk_clients_own_oauth_flow_with_a_scripted_consent,
 )
 from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
-from tests.support.oauth import PASSPHRASE, REDIRECT, Grant, exchange, pkce, post_consent, refresh, register, tools_call
+from tests.support.oauth import (
+    PASSPHRASE,
+    REDIRECT,
+    Grant,
+    answer_consent_page,
+    exchange,
+    pkce,
+    refresh,
+    register,
+    tools_call,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -97,12 +106,7 @@ async def test_one_grant_across_two_fronts(fronts: list[DaemonProc], cluster: tu
         # the consent page the first front sent the browser to, answered at the other front
         page_url = first.headers["location"].replace(a.base, b.base)
         assert page_url.startswith(b.base)
-        page = await http.get(page_url)
-        assert page.status_code == 200 and "Operator passphrase" in page.text
-        request_id = re.search(r'name="request" value="([^"]+)"', page.text)
-        assert request_id is not None
-        form = {"request": request_id.group(1), "passphrase": PASSPHRASE, "decision": "approve", "scope": ["charts"]}
-        approved = await post_consent(http, page_url.split("?")[0], form)
+        approved = await answer_consent_page(http, page_url, PASSPHRASE, ["charts"])
         assert approved.status_code == 303, approved.text
         code = parse_qs(urlparse(approved.headers["location"]).query)["code"][0]
         grant = Grant(client["client_id"], client["client_secret"], code, verifier)
@@ -159,11 +163,7 @@ async def _authorized_at(http: httpx2.AsyncClient, a: DaemonProc, b: DaemonProc)
         "code_challenge_method": "S256",
     }
     page_url = (await http.get(f"{a.base}/authorize?" + urlencode(query))).headers["location"]
-    page = await http.get(page_url)
-    request_id = re.search(r'name="request" value="([^"]+)"', page.text)
-    assert request_id is not None
-    form = {"request": request_id.group(1), "passphrase": PASSPHRASE, "decision": "approve", "scope": ["charts"]}
-    approved = await post_consent(http, page_url.split("?")[0], form)
+    approved = await answer_consent_page(http, page_url, PASSPHRASE, ["charts"])
     assert approved.status_code == 303, approved.text
     code = parse_qs(urlparse(approved.headers["location"]).query)["code"][0]
     return Grant(reg["client_id"], reg["client_secret"], code, verifier)

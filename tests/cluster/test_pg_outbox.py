@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,7 @@ import orjson
 import pytest
 
 from alerts.channels.sender import OutboxSender
-from alerts.models import Alert, Firing, Subscription
+from alerts.models import Subscription
 from alerts.outbox_store import ChannelRouting, Outbox, OutboxRow
 from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_outbox import OUTBOX_CHANNEL, PgOutboxStore, enqueue, set_action
@@ -40,6 +39,7 @@ from tests.alerts.test_outbox_delivery import (  # noqa: F401 - collected here w
     test_rows_past_the_age_limit_are_marked_failed_and_the_next_ones_go,
     test_wake_delivers_new_rows_without_polling,
 )
+from tests.alerts.test_outbox_routing import alert, firing
 from tests.support.channel_receivers import Receiver
 from tests.support.workers import until
 
@@ -86,22 +86,6 @@ def backend(cluster: tuple[str, PostgresDatabase]) -> PgOutbox:
     return PgOutbox(cluster[1])
 
 
-def alert(principal: str = "a", symbol: str = "BTCUSDT", n: int = 0) -> Alert:
-    return Alert(
-        id=f"{n:04d}-{uuid.uuid4().hex[:8]}",
-        principal=principal,
-        symbol=symbol,
-        interval="1m",
-        kind="price_above",
-        threshold=100.0,
-        created_at=time.time(),
-    )
-
-
-def firing(a: Alert) -> Firing:
-    return Firing(alert_id=a.id, value=101.0, triggered_at=time.time())
-
-
 async def outbox_rows(db: PostgresDatabase) -> list[tuple[str, str, str]]:
     found = await db.fetch("SELECT channel, notification_id, principal FROM outbox ORDER BY id")
     return [(r["channel"], r["notification_id"], r["principal"]) for r in found]
@@ -113,7 +97,7 @@ async def test_the_firing_writes_one_row_per_channel_once_with_the_owners_matchi
     db = cluster[1]
     store = PgAlertStore(db, routing=ROUTING)
     await store.subscribe(Subscription(principal="a", symbols=("ETHUSDT",), channels=("phone",)), time.time())
-    btc, eth, other = alert("a", "BTCUSDT", 1), alert("a", "ETHUSDT", 2), alert("b", "ETHUSDT", 3)
+    btc, eth, other = alert("a", "BTCUSDT"), alert("a", "ETHUSDT"), alert("b", "ETHUSDT")
     for a in (btc, eth, other):
         await store.insert(a)
     await asyncio.gather(store.fire([firing(btc), firing(eth)]), store.fire([firing(eth), firing(other)]))
@@ -174,7 +158,7 @@ async def test_one_worker_delivers_at_a_time_and_a_dead_holder_is_replaced(
 
         async def fire(n: int, start: int) -> None:
             for i in range(start, start + n):
-                a = alert(f"p{i % 3}", n=i)
+                a = alert(f"p{i % 3}")
                 await stores[i % 2].insert(a)
                 await stores[(i + 1) % 2].fire([firing(a)])  # fired by the other worker than set it
                 fired.append(a.id)

@@ -7,11 +7,14 @@ The oracle is the simulator's own trade tape (``/api/v3/aggTrades``, read by thi
 must have fired iff a trade after its arming reached its level; none may fire otherwise, and
 ``alert_events`` holds at most one row per alert (its primary key) — checked as a count anyway.
 After the kills every market's window, on the worker holding it, equals the simulator's klines
-(``GET /window`` against ``/api/v3/klines``: gap-free, bar for bar).
+(``GET /window`` against ``/api/v3/klines``: gap-free, bar for bar).  Every notification goes to a
+webhook channel too (daemon/cluster_channels.py), and the worker holding the channel lease is one
+of the killed: every fired alert's notification reaches the webhook, none that did not fire.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -25,6 +28,7 @@ import pytest
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
+from tests.support.channel_receivers import Receiver
 from tests.support.workers import Workers, real_clock_simulator, until, window_problems
 
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
@@ -98,7 +102,17 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
     store = PgAlertStore(db)
     rng = random.Random(7)
     base = {s: float(p) for s, p in sim.exchange.start_prices()}
-    workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S)
+    receiver = await Receiver("webhook", clock=time.time).start()
+    channels = {"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec"}}
+    workers = Workers(
+        dsn,
+        sim.url,
+        tmp_path,
+        symbols=SYMBOLS,
+        heartbeat_s=HEARTBEAT_S,
+        liveness_s=LIVENESS_S,
+        env={"CHARTGEN_CHANNELS": json.dumps(channels), "CHARTGEN_NOTIFY_ALL_CHANNELS": "hook"},
+    )
     alerts: list[Alert] = []
     try:
         for _ in range(3):
@@ -160,13 +174,15 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
             assert outcomes == ["expired", "expired"]
 
             # 3. Kills at random moments while prices move; a worker is restarted after each.
-            for _ in range(3):
+            for round_ in range(3):
                 await workers.start(http=True)
                 await until(lambda: workers.settled(db, 3), DEADLINE_S)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
                     await post_price(http, sim, s, base[s] * (1 + rng.choice(OFF_LEVEL)))
-                dead = rng.choice(await workers.live(db))
+                holder = await db.fetchval("SELECT holder FROM cluster_leases WHERE name = 'channels'")
+                live = await workers.live(db)
+                dead = holder if round_ == 0 and holder in live else rng.choice(live)
                 workers.kill(dead)
                 for _ in range(6):
                     s = rng.choice(SYMBOLS)
@@ -199,8 +215,17 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
         assert len(should) > 20, "the scenario reached too few alerts to mean anything"
         left = {r["id"] for r in await db.fetch("SELECT id FROM alerts")}
         assert left == {a.id for a in alerts} - should
+
+        async def delivered() -> set[str] | None:
+            keys = {r.key for r in receiver.requests if r.ok}
+            return keys if keys >= should else None
+
+        assert await until(delivered, DEADLINE_S) == should  # every fired alert's, none other
+        token = await db.fetchval("SELECT token FROM cluster_leases WHERE name = 'channels'")
+        assert token >= 2, "the channel lease never changed hands: its holder was not among the killed"
     finally:
         await workers.close()
+        await receiver.close()
 
 
 async def _outcomes(db: PostgresDatabase, ids: list[str]) -> list[str] | None:

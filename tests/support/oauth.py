@@ -82,7 +82,13 @@ async def consent(
     """Follow /authorize to the consent page and answer it (with the boxes it ticks, unless ``scopes``)."""
     first = await http.get(authorize_url)
     assert first.status_code == 302, first.text
-    page_url = first.headers["location"]
+    return await answer_consent_page(http, first.headers["location"], passphrase, scopes)
+
+
+async def answer_consent_page(
+    http: httpx2.AsyncClient, page_url: str, passphrase: str, scopes: list[str] | None = None
+) -> httpx2.Response:
+    """Open the consent page at ``page_url`` and approve it (with the boxes it ticks, unless ``scopes``)."""
     page = await http.get(page_url)
     assert page.status_code == 200 and "Operator passphrase" in page.text
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
