@@ -15,7 +15,9 @@ past its local deadline sends nothing); losing the lease stops it.  A new holder
 outbox: a row the old holder sent but had not marked yet is sent again with the same
 ``Idempotency-Key`` (delivery stays at-least-once, as on a single node).  ``LISTEN
 chartgen_outbox`` wakes the holder's sender at each firing commit that wrote rows; after the
-listener reconnects it is woken anyway (a notification sent meanwhile was lost).  Finished rows
+listener reconnects it is woken anyway (a notification sent meanwhile was lost), and each job run
+wakes the channels that wait for rows (not those backing off), so a lost notification delays a
+delivery by one job period at most.  Finished rows
 are pruned daily by the holder.  SIGTERM releases the lease, so another worker takes over at its
 next job run.  The channels' settings must be the same on every worker (a worker delivers the
 channels it knows; rows for others stay pending and show in ``chartgen cluster status``).
@@ -96,6 +98,8 @@ class ChannelDelivery:
         if await self.listener.ensure() and self.listener.connects != self._connects:
             self._connects = self.listener.connects
             self.sender.wake()  # firings committed while not listening
+        else:
+            self.sender.wake_idle()  # a notification lost anyhow delays a delivery by one job period at most
         if self._task is None or self._task.done():
             self._start_sender()
         if time.time() - self._pruned_at >= 86400.0:

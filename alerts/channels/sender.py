@@ -116,6 +116,13 @@ class OutboxSender:
         for state in self.states.values():
             state.wake.set()
 
+    def wake_idle(self) -> None:
+        """Wake the workers waiting for new rows, not those waiting out a backoff (a periodic net under a
+        lost wake-up: a cluster's sender is woken by PostgreSQL notifications)."""
+        for state in self.states.values():
+            if state.next_attempt_at is None:
+                state.wake.set()
+
     async def run(self, *, until_empty: bool = False) -> None:
         """Run every channel's worker until cancelled (the daemon's supervisor restarts it on a crash);
         ``until_empty``: return once every channel's queue is empty (tests, benchmarks)."""

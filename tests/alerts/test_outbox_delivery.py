@@ -283,3 +283,13 @@ async def test_wake_delivers_new_rows_without_polling(backend: SqliteOutbox, rec
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_wake_idle_wakes_the_channels_waiting_for_rows_not_those_backing_off(
+    backend: SqliteOutbox, receivers: dict[str, Receiver]
+) -> None:
+    out = OutboxSender(backend.outbox(), channels_for(receivers), max_age_s=3600.0)  # type: ignore[arg-type]
+    out.states["tg"].next_attempt_at = time.time() + 60  # waiting out a backoff
+    out.wake_idle()
+    assert out.states["hook"].wake.is_set() and out.states["topic"].wake.is_set()
+    assert not out.states["tg"].wake.is_set()
