@@ -14,6 +14,7 @@ INVOCATIONS: dict[str, tuple[list[str], bytes | None]] = {
     "sim-exchange": (["--port", "0"], None),
     "token": (["list"], None),
     "passphrase": (["set"], b"correct horse battery\n"),
+    "oauth": (["list"], None),
     "trading": (["status"], None),
     "cluster": (["status"], None),
     "worker": ([], None),
