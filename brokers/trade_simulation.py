@@ -18,30 +18,30 @@ A refused leg leaves the simulated account unchanged.  The risk metrics
 (:mod:`brokers.risk_metrics`) are computed on the account after the accepted legs, from daily
 closes of each valued asset over the look-back, fetched through the market data (cached 60 s).
 
-It also owns how a real leg's recorded order reads for trade_execute (:func:`outcome`: status,
-average price, fees valued in the quote asset, total cost) and the legs' client order ids
-(:func:`leg_client_ids`), and :func:`place_leg`: one leg through the order service's one path.
+A simulation reads the account through :class:`SimulatedAccount`: a single node's order service
+(:class:`ServiceAccount`: its broker and its guard), or a cluster front's mirror of the account with
+the order leader's guard rails (cluster/front_desk.py).  Real legs (trade_execute) are
+brokers/trade_legs.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import time
 import weakref
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import structlog
 
+from brokers.filters import SymbolRules
 from brokers.guard import LimitExceeded, OrderRefused
 from brokers.halt import TradingHalted
-from brokers.models import BrokerError, OrderRejected, OrderRequest, RateLimitedError
-from brokers.order_args import OrderInputError, parse_order
+from brokers.models import Balance, BrokerError, OrderRejected, OrderRequest, RateLimitedError
+from brokers.order_args import OrderInputError
+from brokers.order_checks import Admitted
 from brokers.order_lists import check_order_type
-from brokers.order_store import OrderRow
 from brokers.portfolio_view import Holdings, PortfolioView, Pricer, iso, pair_of, value
 from brokers.risk_metrics import RiskMetrics, align_closes, risk_metrics, value_series
 from brokers.service import OrderService
@@ -181,20 +181,57 @@ def daily_closes(market: MarketData) -> DailyCloses:
     return held
 
 
+class SimulatedAccount(Protocol):
+    """What a simulation reads: the account's balances, the venue's listing, the guard's dry run
+    (steps 1-6, the halt switch, the daily limit; nothing recorded) and the fee schedule."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def balances(self) -> list[Balance]: ...
+
+    async def rules(self, symbol: str) -> SymbolRules | None: ...
+
+    async def evaluate(self, req: OrderRequest, *, pending: Decimal) -> Admitted: ...
+
+    async def fee_rates(self, symbol: str) -> FeeRates: ...
+
+
+class ServiceAccount:
+    """A single node's account for a simulation: the order service's broker and guard."""
+
+    def __init__(self, orders: OrderService) -> None:
+        self.orders = orders
+        self.name = orders.broker.name
+
+    async def balances(self) -> list[Balance]:
+        return await self.orders.broker.balances()
+
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        return await self.orders.broker.rules(symbol)
+
+    async def evaluate(self, req: OrderRequest, *, pending: Decimal) -> Admitted:
+        check_order_type(self.orders.broker, req.type)
+        return await self.orders.guard.evaluate(req, pending=pending)
+
+    async def fee_rates(self, symbol: str) -> FeeRates:
+        return await fee_rates(self.orders.broker, symbol)
+
+
 class Simulator:
-    """One simulation over the order service's account (nothing sent, nothing recorded)."""
+    """One simulation over an account (nothing sent, nothing recorded)."""
 
     def __init__(
-        self, orders: OrderService, pricer: Pricer, market: MarketData | None, *, rf_annual: float, days: int
+        self, account: SimulatedAccount, pricer: Pricer, market: MarketData | None, *, rf_annual: float, days: int
     ) -> None:
-        self.orders = orders
+        self.account = account
         self.pricer = pricer
         self.market = market
         self.rf_annual = rf_annual
         self.days = days
 
     async def run(self, legs: list[Leg]) -> Simulation:
-        holdings = Holdings.of(await self.orders.broker.balances())
+        holdings = Holdings.of(await self.account.balances())
         before_prices = await self.pricer.prices([pair_of(a) for a in holdings.non_cash()])
         before = value(holdings, before_prices)
         after = holdings.copy()
@@ -211,13 +248,13 @@ class Simulator:
         return Simulation(results, before, view, risk, self.days, list(dict.fromkeys(refs)))
 
     async def _leg(self, i: int, leg: Leg, h: Holdings, pending: Decimal) -> tuple[LegResult, Decimal]:
-        broker = self.orders.broker
+        account = self.account
         try:
-            rules = await broker.rules(leg.symbol)
+            rules = await account.rules(leg.symbol)
         except BrokerError as exc:
             return LegResult(leg, "refused", code=refusal_code(exc), message=str(exc)), Decimal(0)
         if rules is None:
-            code, why = await unlisted(leg.symbol, broker.name, self.pricer.quotes)
+            code, why = await unlisted(leg.symbol, account.name, self.pricer.quotes)
             return LegResult(leg, "refused", code=code, message=why), Decimal(0)
         req = OrderRequest(
             symbol=leg.symbol,
@@ -229,14 +266,13 @@ class Simulator:
             time_in_force=None if leg.price is None else "GTC",
         )
         try:
-            check_order_type(broker, req.type)
-            checked = await self.orders.guard.evaluate(req, pending=pending)
+            checked = await account.evaluate(req, pending=pending)
         except (OrderInputError, BrokerError) as exc:
             return LegResult(leg, "refused", code=refusal_code(exc), message=str(exc)), Decimal(0)
         ref = checked.reference.price
         fill = leg.price if leg.price is not None else ref
         resting = leg.price is not None and (leg.price < ref if leg.side == "BUY" else leg.price > ref)
-        rates = await fee_rates(broker, leg.symbol)
+        rates = await account.fee_rates(leg.symbol)
         rate = rates.maker if resting else rates.taker
         base, quote = rules.base_asset, rules.quote_asset
         notional = leg.quantity * fill
@@ -285,99 +321,3 @@ class Simulator:
         else:
             values = np.full(self.days + 1, view.cash, dtype=np.float64)
         return risk_metrics(values, self.rf_annual)
-
-
-# --- real legs (trade_execute) ----------------------------------------------------------------------
-STATUS = {"FILLED": "filled", "PARTIALLY_FILLED": "partial", "NEW": "open", "REJECTED": "rejected"}
-"""A recorded order's status as trade_execute reports it; CANCELED/EXPIRED: partial when it traded,
-else expired; PENDING_SUBMIT/UNKNOWN: pending."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    status: str
-    price: float | None
-    fees: float
-    total_cost: float
-    filled: float
-    reject_reason: str | None
-
-
-def leg_client_ids(principal: str, tool_call_id: str | None, n: int) -> list[str]:
-    """Each leg's client order id: from (principal, tool_call_id) when the caller named the call, so a
-    retried call finds its legs instead of placing them twice; random otherwise."""
-    seed = hashlib.sha256(f"{principal}\x00{tool_call_id}".encode()).hexdigest() if tool_call_id else None
-    stem = (seed or secrets.token_hex(16))[:24]
-    return [f"ag-{stem}-{i}" for i in range(n)]
-
-
-async def fill_fees(orders: OrderService, row: OrderRow) -> float:
-    """The commissions of an order's recorded fills, valued in its quote asset (a base-asset commission
-    at its fill price, another asset such as BNB at the venue's price of <ASSET><QUOTE>, 0 without one)."""
-    rules = await orders.broker.rules(row.symbol)
-    base, quote = (rules.base_asset, rules.quote_asset) if rules else ("", "")
-    total = 0.0
-    for f in await orders.store.fills(orders.broker.name, row.symbol):
-        if f.client_order_id != row.client_order_id:
-            continue
-        if f.commission_asset == quote:
-            total += float(f.commission)
-        elif f.commission_asset == base:
-            total += float(f.commission * f.price)
-        elif f.commission:
-            try:
-                price = await orders.broker.last_price(f"{f.commission_asset}{quote}")
-            except BrokerError:
-                price = None
-            total += float(f.commission * price) if price else 0.0
-    return total
-
-
-async def outcome(orders: OrderService, row: OrderRow) -> Outcome:
-    """How a recorded order stands: status, average fill price (else its limit or stop price), fees,
-    total cost (buy: traded value + fees; sell: −(traded value − fees); 0 while nothing traded)."""
-    executed = row.executed_qty
-    status = STATUS.get(row.status)
-    if status is None:
-        terminal = row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH")
-        status = ("partial" if executed > 0 else "expired") if terminal else "pending"
-    fees = await fill_fees(orders, row) if executed > 0 else 0.0
-    traded = float(row.cumulative_quote)
-    price = row.avg_price if row.avg_price is not None else (row.price or row.stop_price)
-    cost = (traded + fees if row.side == "BUY" else -(traded - fees)) if executed > 0 else 0.0
-    return Outcome(status, None if price is None else float(price), fees, cost, float(executed), row.reject_reason)
-
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """A real leg after :func:`place_leg`: its recorded order (None: refused before recording), the
-    refusal's code and message, and whether an earlier call had placed it (``replayed``)."""
-
-    row: OrderRow | None
-    code: Code | None = None
-    message: str | None = None
-    replayed: bool = False
-
-
-async def place_leg(orders: OrderService, quotes: Any | None, args: dict[str, Any], owner: str) -> Placed:
-    """Place one leg (place_order's ``args`` with its ``client_order_id``) for ``owner`` through
-    :meth:`OrderService.place_parsed` (guard, record, send).  A client order id already recorded
-    for ``owner`` is not placed again: its order is returned as it stands."""
-    cid = args["client_order_id"]
-    existing = await orders.store.get(cid)
-    if existing is not None:
-        if existing.owner != owner:
-            return Placed(None, "INVALID_ARGUMENT", f"client order id {cid} is another's; use a new tool_call_id")
-        return Placed(existing, replayed=True)
-    try:
-        if await orders.broker.rules(args["symbol"]) is None:
-            code, why = await unlisted(args["symbol"], orders.broker.name, quotes)
-            return Placed(None, code, why)
-        await orders.place_parsed(OrderRequest(**parse_order(args)), None, owner=owner)
-    except (OrderInputError, BrokerError) as exc:
-        return Placed(await orders.store.get(cid), refusal_code(exc), str(exc))
-    except Exception:  # reported on the leg (its record says how far it got), never hiding the other legs
-        log.exception("trade_leg_failed", client_order_id=cid)
-        why = f"internal error while placing {cid}; see the daemon log and get_orders for its state"
-        return Placed(await orders.store.get(cid), "INTERNAL_ERROR", why)
-    return Placed(await orders.store.get(cid))

@@ -30,12 +30,13 @@ import structlog
 from brokers.binance_broker import BinanceBroker
 from brokers.models import OPEN, Actor, Balance, ExchangeOrder
 from brokers.order_args import OrderInputError
+from brokers.order_checks import OrderRefused, SafetyLimits
 from brokers.order_store import OrderRow
 from brokers.order_views import order_listing
 from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
 from cluster.orders import ORDER_JSON, REQUEST_JSON
 from config.migrations import Migrations
-from config.postgres import PostgresDatabase, unreachable_as
+from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,7 @@ ACCOUNT_MIGRATIONS = Migrations(
             """,
         ),
         (2, FILLS_MIGRATION),
+        (3, "ALTER TABLE cluster_account_mirror ADD COLUMN guard TEXT"),
     ),
 )
 
@@ -72,10 +74,14 @@ ACCOUNT_MIGRATIONS = Migrations(
 class AccountMirror:
     """The leader's side: :meth:`refresh` writes the account's balances and its orders' states."""
 
-    def __init__(self, db: PostgresDatabase, broker: BinanceBroker, account: str) -> None:
+    def __init__(
+        self, db: PostgresDatabase, broker: BinanceBroker, account: str, *, limits: SafetyLimits | None = None
+    ) -> None:
         self.db = db
         self.broker = broker
         self.account = account
+        self.limits = limits or SafetyLimits()
+        """The leader's guard rails, published with each refresh for the fronts' trade_simulate."""
         self.fills = FillsMirror(broker, account)
         self.refreshes = 0
 
@@ -112,11 +118,12 @@ class AccountMirror:
                     [(self.account, b.asset, b.free, b.locked) for b in balances if b.free or b.locked],
                 )
                 await conn.execute(
-                    "INSERT INTO cluster_account_mirror (account, broker, refreshed_at)"
-                    " VALUES ($1, $2, clock_timestamp()) ON CONFLICT (account)"
-                    " DO UPDATE SET broker = excluded.broker, refreshed_at = excluded.refreshed_at",
+                    "INSERT INTO cluster_account_mirror (account, broker, refreshed_at, guard)"
+                    " VALUES ($1, $2, clock_timestamp(), $3) ON CONFLICT (account) DO UPDATE"
+                    " SET broker = excluded.broker, refreshed_at = excluded.refreshed_at, guard = excluded.guard",
                     self.account,
                     self.broker.name,
+                    guard_json(self.limits),
                 )
                 for order in changed:
                     await conn.execute(
@@ -204,10 +211,26 @@ class AccountView:
                 mirror = await self._snapshot(conn)
                 return await positions(conn, self.account, mirror["refreshed_at"])
 
+    async def guard_rails(self) -> SafetyLimits:
+        """The order leader's guard rails as of its last refresh; OrderRefused when they cannot be
+        read (no fresh snapshot, or a leader that does not publish them): fail closed."""
+        try:
+            with unreachable_as("guard rails not read", self.db.where):
+                async with self.db.transaction() as conn:
+                    mirror = await self._snapshot(conn)
+        except (OrderInputError, StorageUnavailable) as exc:
+            raise OrderRefused(f"the order leader's guard rails could not be read: {exc}") from None
+        if mirror["guard"] is None:
+            raise OrderRefused(
+                "the order leader's guard rails could not be read: its snapshot of the account carries none"
+                " (a leader older than this front); upgrade chartgen leader"
+            )
+        return guard_of(mirror["guard"])
+
     async def _snapshot(self, conn: Any) -> Any:
         """The mirror's row, refused when there is none or it is older than ``stale_s``."""
         mirror = await conn.fetchrow(
-            "SELECT broker, refreshed_at, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
+            "SELECT broker, refreshed_at, guard, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
             " FROM cluster_account_mirror WHERE account = $1",
             self.account,
         )
@@ -222,6 +245,32 @@ class AccountView:
                 f" leader refreshes it every {MIRROR_S:g} s): the leader or the exchange is away; try again later"
             )
         return mirror
+
+
+def guard_json(limits: SafetyLimits) -> str:
+    def plain(x: Decimal | None) -> str | None:
+        return None if x is None else format(x, "f")
+
+    return orjson.dumps(
+        {
+            "max_order_notional": plain(limits.max_order_notional),
+            "max_daily_notional": plain(limits.max_daily_notional),
+            "allowed_symbols": sorted(limits.allowed_symbols),
+        }
+    ).decode()
+
+
+def guard_of(text: str) -> SafetyLimits:
+    body = orjson.loads(text)
+
+    def dec(x: str | None) -> Decimal | None:
+        return None if x is None else Decimal(x)
+
+    return SafetyLimits(
+        max_order_notional=dec(body["max_order_notional"]),
+        max_daily_notional=dec(body["max_daily_notional"]),
+        allowed_symbols=frozenset(body["allowed_symbols"]),
+    )
 
 
 def _listing(r: Any) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from brokers.models import BrokerError, ExchangeOrder, OrderRequest, RateLimited
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderChecks, daily_limit_refusal
 from brokers.protocol import Broker
+from brokers.trade_simulation import Code, refusal_code
 from cluster.halt import ClusterHalted, check_not_halted_in
 from cluster.lease import Lease
 
@@ -44,7 +45,12 @@ USED_SQL = (
 
 
 class Refused(Exception):
-    """The intent is refused by a guard rail or the halt switch (the message is the answer)."""
+    """The intent is refused by a guard rail or the halt switch (the message is the answer; ``code``
+    the agent tools' refusal code, :func:`brokers.trade_simulation.refusal_code`)."""
+
+    def __init__(self, message: str, code: Code) -> None:
+        super().__init__(message)
+        self.code: Code = code
 
 
 async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
@@ -52,11 +58,13 @@ async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
     try:
         return (await checks.check(req)).notional
     except OrderInputError as exc:
-        raise Refused(str(exc)) from None
+        raise Refused(str(exc), refusal_code(exc)) from None
     except RateLimitedError as exc:
-        raise Refused(f"order refused: the exchange rate-limits the order leader ({exc}); retry later") from None
+        why = f"order refused: the exchange rate-limits the order leader ({exc}); retry later"
+        raise Refused(why, "RATE_LIMITED") from None
     except BrokerError as exc:
-        raise Refused(f"order refused: the exchange's rules or price could not be read ({exc}); retry") from None
+        why = f"order refused: the exchange's rules or price could not be read ({exc}); retry"
+        raise Refused(why, "NETWORK_ERROR") from None
 
 
 async def admit(
@@ -68,11 +76,11 @@ async def admit(
     try:
         await check_not_halted_in(db_conn, account)
     except ClusterHalted as exc:
-        raise Refused(str(exc)) from None
+        raise Refused(str(exc), "RISK_LIMIT_EXCEEDED") from None
     if daily is not None:
         used = Decimal(await db_conn.fetchval(USED_SQL, account))
         if used + notional > daily:
-            raise Refused(str(daily_limit_refusal(notional, used, daily)))
+            raise Refused(str(daily_limit_refusal(notional, used, daily)), "RISK_LIMIT_EXCEEDED")
     await db_conn.execute(
         "UPDATE cluster_order_intents SET notional = $2 WHERE client_order_id = $1 AND sender_token = $3"
         " AND state = 'sending'",

@@ -24,6 +24,7 @@ import structlog
 from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
 from brokers.order_checks import OrderChecks, SafetyLimits
 from brokers.protocol import Broker
+from brokers.trade_simulation import refusal_code
 from cluster import cancels, leader_admission
 from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
@@ -185,7 +186,8 @@ class OrderLeader:
                 await self._record(req.client_order_id, lease.token, "unknown", {"error": str(exc)})
                 continue
             except (OrderRejected, BrokerError) as exc:
-                await self._record(req.client_order_id, lease.token, "rejected", {"error": str(exc)})
+                body = {"error": str(exc), "code": refusal_code(exc)}
+                await self._record(req.client_order_id, lease.token, "rejected", body)
                 continue
             except Exception as exc:  # whatever failed, the request may have left: settle by asking
                 log.exception("order_send_failed", client_order_id=req.client_order_id)
@@ -204,19 +206,22 @@ class OrderLeader:
                 )
         except leader_admission.Refused as exc:
             self.refused += 1
-            await self._record(req.client_order_id, lease.token, "rejected", {"error": str(exc), "refused": True})
+            body = {"error": str(exc), "refused": True, "code": exc.code}
+            await self._record(req.client_order_id, lease.token, "rejected", body)
             return False
         except (*UNREACHABLE, asyncpg.PostgresError) as exc:  # the halt switch and the limit were not read
             log.warning("order_admission_failed", client_order_id=req.client_order_id, error=repr(exc))
             why = "not sent: the halt switch and the daily limit could not be read (PostgreSQL unreachable); retry"
-            await self._record(req.client_order_id, lease.token, "rejected", {"error": why, "refused": True})
+            body = {"error": why, "refused": True, "code": "NETWORK_ERROR"}
+            await self._record(req.client_order_id, lease.token, "rejected", body)
             return False
         except LeaseLost:
             raise  # fenced out: the next leader settles this intent (it was not sent)
         except Exception as exc:  # fail closed: an order that could not be judged is not sent
             log.exception("order_admission_failed", client_order_id=req.client_order_id)
             why = f"order refused: it could not be checked ({type(exc).__name__}); nothing was sent"
-            await self._record(req.client_order_id, lease.token, "rejected", {"error": why, "refused": True})
+            body = {"error": why, "refused": True, "code": "INTERNAL_ERROR"}
+            await self._record(req.client_order_id, lease.token, "rejected", body)
             return False
         return True
 

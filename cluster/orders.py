@@ -124,6 +124,8 @@ class Answer:
     order: ExchangeOrder | None
     error: str | None
     refused: bool = False
+    code: str | None = None
+    """A rejection's refusal code (brokers.trade_simulation.refusal_code), when the leader recorded one."""
 
 
 def lease_name(account: str) -> str:
@@ -133,7 +135,9 @@ def lease_name(account: str) -> str:
 def _answer(row: asyncpg.Record) -> Answer:
     body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
-    return Answer(row["client_order_id"], row["state"], order, body.get("error"), bool(body.get("refused")))
+    return Answer(
+        row["client_order_id"], row["state"], order, body.get("error"), bool(body.get("refused")), body.get("code")
+    )
 
 
 async def record_intent_in(
@@ -216,6 +220,16 @@ class OrderIntents:
         if row is None or row["state"] not in ("placed", "rejected"):
             return None
         return _answer(row)
+
+    async def owned(self, client_order_id: str) -> tuple[str | None, Answer] | None:
+        """The intent's owner and where it stands (an :class:`Answer` whose ``order`` is None until it
+        is placed), or None when no intent has this id; StorageUnavailable when PostgreSQL is away."""
+        with unreachable_as("order not read", self.db.where):
+            row = await self.db.fetchrow(
+                "SELECT client_order_id, owner, state, answer FROM cluster_order_intents WHERE client_order_id = $1",
+                client_order_id,
+            )
+        return None if row is None else (row["owner"], _answer(row))
 
     def _on_answer(self, payload: str) -> None:
         for event in self._waiters.get(payload, ()):

@@ -30,10 +30,11 @@ A front keeps no state of its own, so any number of them can stand behind a load
 (cluster/account_mirror.py, cluster/account_fills.py).
 
 **log_event** and **get_events** keep the journal in PostgreSQL (mcp_bridge/pg_journal.py).
+**trade_simulate** dry-runs legs with the order leader's guard rails on the mirrored balances;
+**trade_execute** sends its legs as order intents (cluster/front_desk.py).
 
-Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets,
-trade_simulate and trade_execute, and the dashboard — their stores have no PostgreSQL
-implementation (docs/cluster.md).
+Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, and
+the dashboard — their stores have no PostgreSQL implementation (docs/cluster.md).
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -67,6 +68,7 @@ from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
 from cluster.account_mirror import AccountView
 from cluster.bus import BusError
+from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.membership import Membership, new_member_id
@@ -91,12 +93,12 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists (place_oco, brackets), trade_simulate and trade_execute"
-    " run on a single-node daemon (chartgen --serve --trade); a front places and cancels single orders"
-    " (place_order, cancel_order), schedules them (schedule_order), lists them (get_orders), shows the"
-    " positions, balances and portfolio (get_positions, get_balance, get_portfolio), halts trading"
-    " (halt_trading), keeps the journal (log_event, get_events) and routes notifications to channels"
-    " (subscribe_notifications); see docs/cluster.md."
+    "Not available on a cluster front yet: order lists (place_oco, brackets) run on a single-node daemon"
+    " (chartgen --serve --trade); a front places and cancels single orders (place_order, cancel_order,"
+    " trade_execute), simulates them (trade_simulate), schedules them (schedule_order), lists them"
+    " (get_orders), shows the positions, balances and portfolio (get_positions, get_balance,"
+    " get_portfolio), halts trading (halt_trading), keeps the journal (log_event, get_events) and routes"
+    " notifications to channels (subscribe_notifications); see docs/cluster.md."
 )
 
 PUSH_SWEEP_S = 15.0
@@ -254,6 +256,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         stack.push_async_callback(_leave, front)
         halt = ClusterHalt(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
         stack.push_async_callback(halt.close)
+        front_orders = FrontOrders(intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s)
         services = Services(
             charts=charts,
             max_bars=settings.max_bars,
@@ -264,7 +267,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             scheduler=scheduler,
             not_running=NOT_ON_FRONT,
             halt=halt,
-            front_orders=FrontOrders(intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s),
+            front_orders=front_orders,
         )
         schedule_store = PgScheduleStore(db)
         services.schedules = ScheduleService(
@@ -273,8 +276,10 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             runs=IntentRuns(schedule_store, settings.cluster_account),
             misfire_grace_s=settings.schedule_misfire_grace_s,
         )
-        services.front_account = AccountView(db, settings.cluster_account)
-        services.venue = PublicVenue(rest, directory)
+        services.front_account = view = AccountView(db, settings.cluster_account)
+        services.venue = venue = PublicVenue(rest, directory)
+        services.front_simulation = FrontSimulation(db, settings.cluster_account, view, venue)
+        services.front_legs = FrontLegs(front_orders, venue)
         services.market = market_data(settings, session)
         services.agent = agent_settings(settings)
         supervisor.start("push-relay", relay.run)

@@ -172,7 +172,7 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
             lambda: leader.leading,
         )
         scheduler.every("leader-schedules", SYNC_S, schedules.sync)
-        mirror = AccountMirror(db, broker, settings.cluster_account)
+        mirror = AccountMirror(db, broker, settings.cluster_account, limits=limits)
         scheduler.every("leader-account-mirror", MIRROR_S, _mirror_job(mirror, leader))
         async with Supervisor() as supervisor, scheduler.running(), contextlib.AsyncExitStack() as http:
             supervisor.start("order-leader", lambda: run_leader(leader, stop, idle_s=ttl / 6))

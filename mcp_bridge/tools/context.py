@@ -17,6 +17,8 @@ from brokers.models import Actor, Balance, OrderRequest
 from brokers.portfolio_view import Venue
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
+from brokers.trade_legs import LegDesk
+from brokers.trade_simulation import SimulatedAccount
 from engine.charts.service import ChartService
 from engine.live import LiveEngine
 from engine.market_data.source import MarketData
@@ -112,6 +114,11 @@ class Services:
     """A cluster front's place_order and cancel_order (cluster/front_orders.py), or None."""
     front_account: AccountReader | None = None
     """A cluster front's get_orders, get_positions and get_balance (cluster/account_mirror.py), or None."""
+    front_simulation: SimulatedAccount | None = None
+    """A cluster front's trade_simulate account: the mirror and the order leader's guard rails
+    (cluster/front_desk.py), or None."""
+    front_legs: LegDesk | None = None
+    """A cluster front's trade_execute legs: order intents for the order leader (cluster/front_desk.py), or None."""
     venue: Venue | None = None
     """Where a cluster front lists and prices pairs for get_portfolio (brokers/public_venue.py), or None
     (a single node uses its broker)."""

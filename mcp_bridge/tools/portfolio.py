@@ -1,12 +1,13 @@
 """get_portfolio, trade_simulate and trade_execute: the account as a portfolio, what-if trades, and trades.
 
 All three follow the agent convention (:mod:`mcp_bridge.tools.agent_calls`) and need the trading
-engine (``--trade``) and the ``trade`` scope; a cluster front serves get_portfolio from the order
-leader's mirror of the account, priced with Binance's public market data (:func:`account_of`).  The valuation rule is
-:mod:`brokers.portfolio_view`'s, the simulation :mod:`brokers.trade_simulation`'s (guard dry run,
-fees, risk metrics of :mod:`brokers.risk_metrics`); execution goes leg by leg through the one
-order path (:meth:`brokers.service.OrderService.place_parsed`: guard, record, send), owned by
-the calling principal.
+engine (``--trade``) or a cluster front, and the ``trade`` scope.  A cluster front reads the order
+leader's mirror of the account, priced with Binance's public market data (:func:`account_of`),
+simulates with the leader's guard rails and places legs as order intents (cluster/front_desk.py).
+The valuation rule is :mod:`brokers.portfolio_view`'s, the simulation
+:mod:`brokers.trade_simulation`'s (guard dry run, fees, risk metrics of :mod:`brokers.risk_metrics`);
+execution goes leg by leg through the one order path (:mod:`brokers.trade_legs`), owned by the
+calling principal.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from brokers.order_args import OrderInputError, parse_order
 from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
 from brokers.risk_metrics import METHOD
-from brokers.service import OrderService
-from brokers.trade_simulation import Leg, LegResult, Simulator, leg_client_ids, outcome, place_leg
+from brokers.trade_legs import LegDesk, ServiceLegs, leg_client_ids
+from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAccount, Simulator
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import AccountReader
 from mcp_bridge.tools.portfolio_texts import GET_PORTFOLIO_TEXT, TRADE_EXECUTE_TEXT, TRADE_SIMULATE_TEXT
@@ -37,10 +38,22 @@ Symbol = Annotated[
 Positive = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
 
-def orders_of(ctx: ToolContext) -> OrderService:
-    if ctx.services.orders is None:
-        raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
-    return ctx.services.orders
+def simulated_of(ctx: ToolContext) -> SimulatedAccount:
+    """The account a simulation reads: the order service's, else a cluster front's."""
+    if ctx.services.orders is not None:
+        return ServiceAccount(ctx.services.orders)
+    if ctx.services.front_simulation is not None:
+        return ctx.services.front_simulation
+    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
+
+
+def legs_of(ctx: ToolContext) -> LegDesk:
+    """Where real legs go: the order service, else a cluster front's order intents."""
+    if ctx.services.orders is not None:
+        return ServiceLegs(ctx.services.orders)
+    if ctx.services.front_legs is not None:
+        return ctx.services.front_legs
+    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
 
 
 def account_of(ctx: ToolContext) -> tuple[AccountReader, Venue]:
@@ -217,12 +230,14 @@ def _trade_out(r: LegResult) -> SimTradeOut:
 
 
 async def trade_simulate(ctx: ToolContext, args: SimulateArgs, call: AgentCall) -> SimulateData:
-    orders = orders_of(ctx)
+    account = simulated_of(ctx)
     settings = ctx.services.agent
     legs = [Leg(t.symbol, "BUY" if t.action == "buy" else "SELL", dec(t.quantity), _opt(t.price)) for t in args.trades]
-    sim = await Simulator(
-        orders, pricer_of(ctx), ctx.services.market, rf_annual=settings.risk_free_rate, days=settings.risk_lookback_days
-    ).run(legs)
+    rf, days = settings.risk_free_rate, settings.risk_lookback_days
+    try:
+        sim = await Simulator(account, pricer_of(ctx), ctx.services.market, rf_annual=rf, days=days).run(legs)
+    except OrderInputError as exc:  # a cluster front's mirror of the account missing or stale
+        raise AgentError(Code.NOT_AVAILABLE, str(exc)) from exc
     refused = [(i, r) for i, r in enumerate(sim.legs) if r.status == "refused"]
     limited = [(i, r) for i, r in refused if r.code == "RISK_LIMIT_EXCEEDED"]
     if limited or (refused and len(refused) == len(sim.legs)):
@@ -230,7 +245,7 @@ async def trade_simulate(ctx: ToolContext, args: SimulateArgs, call: AgentCall) 
         code = Code(worst[0][1].code or "INVALID_ARGUMENT")
         text = "; ".join(f"{_leg_name(i, r)}: [{r.code}] {r.message}" for i, r in worst)
         raise AgentError(code, f"simulation refused, nothing was sent — {text}")
-    call.cite(f"{orders.broker.name}:balances")
+    call.cite(f"{account.name}:balances")
     for ref in sim.refs:
         call.cite(ref)
     return SimulateData(
@@ -307,18 +322,18 @@ class ExecuteArgs(AgentArgs):
     )
 
 
-async def _leg_out(orders: OrderService, pricer: Pricer, leg: ExecuteLeg, cid: str, principal: str) -> ExecTradeOut:
-    placed = await place_leg(orders, pricer.quotes, leg.order_args(cid), principal)
-    o = None if placed.row is None else await outcome(orders, placed.row)
+async def _leg_out(desk: LegDesk, quotes: Any | None, leg: ExecuteLeg, cid: str, principal: str) -> ExecTradeOut:
+    placed = await desk.place(leg.order_args(cid), principal, quotes)
+    o = placed.outcome
     code, message = placed.code, placed.message
     if o is not None and o.status == "rejected" and code is None:
         code, message = "INVALID_ARGUMENT", o.reject_reason or "rejected by the exchange"
     return ExecTradeOut(
         symbol=leg.symbol, action=leg.action, quantity=float(leg.quantity), order_type=leg.order_type,
         price=o.price if o else (leg.price or leg.stop_price), fees=o.fees if o else 0.0,
-        total_cost=o.total_cost if o else 0.0, order_id=placed.row.client_order_id if placed.row else None,
+        total_cost=o.total_cost if o else 0.0, order_id=placed.client_order_id,
         status=o.status if o else "rejected", filled_quantity=o.filled if o else 0.0,
-        exchange_status=placed.row.status if placed.row else None, replayed=placed.replayed,
+        exchange_status=placed.exchange_status, replayed=placed.replayed,
         error=None if code is None else LegError(code=code, message=message or ""),
     )  # fmt: skip
 
@@ -338,9 +353,9 @@ async def _valued(ctx: ToolContext, call: AgentCall, avg: dict[str, float] | Non
 
 
 async def trade_execute(ctx: ToolContext, args: ExecuteArgs, call: AgentCall) -> ExecuteData:
-    orders, pricer, principal = orders_of(ctx), pricer_of(ctx), ctx.require_principal()
+    desk, quotes, principal = legs_of(ctx), pricer_of(ctx).quotes, ctx.require_principal()
     ids = leg_client_ids(principal, args.tool_call_id, len(args.trades))
-    out = [await _leg_out(orders, pricer, leg, cid, principal) for leg, cid in zip(args.trades, ids, strict=True)]
+    out = [await _leg_out(desk, quotes, leg, cid, principal) for leg, cid in zip(args.trades, ids, strict=True)]
     if all(t.status == "rejected" for t in out):
         text = "; ".join(
             f"leg {i + 1} ({t.action} {t.quantity:g} {t.symbol}): [{t.error.code}] {t.error.message}"

@@ -16,7 +16,7 @@ from brokers.order_store import OrderStore
 from brokers.portfolio_view import Pricer
 from brokers.risk_metrics import risk_metrics, value_series
 from brokers.service import OrderService
-from brokers.trade_simulation import BINANCE_DEFAULT_FEE, Leg, Simulator
+from brokers.trade_simulation import BINANCE_DEFAULT_FEE, Leg, ServiceAccount, Simulator
 from config.database import Database
 from engine.bars import Bars
 from tests.brokers.test_order_service import Clock, FakeBroker
@@ -54,7 +54,7 @@ class Daily:
 
 def _sim(db: Database, broker: Account, limits: SafetyLimits | None = None, market: Any = None) -> Simulator:
     service = OrderService(broker, OrderStore(db), limits=limits or SafetyLimits(), clock=Clock())
-    return Simulator(service, Pricer(service.broker, None, None), market, rf_annual=0.0, days=30)
+    return Simulator(ServiceAccount(service), Pricer(service.broker, None, None), market, rf_annual=0.0, days=30)
 
 
 async def _nothing_recorded(db: Database) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pytest
 
 from brokers.binance_broker import BinanceBroker
@@ -169,16 +170,22 @@ async def test_positions_from_the_mirrored_fills_equal_the_exchange_account(setu
     bought = [await _place(s, "BUY", "MARKET", q) for q in ("0.003", "0.002")]
     sold = await _place(s, "SELL", "MARKET", "0.001")
     assert all(o["status"] == "Filled" for o in [*bought, sold])
+    t0 = s.sim.exchange.now_ms()
     await mirror.refresh()
     fetched = mirror.fills.fetched
     listed = await view.get_positions()
+    t1 = s.sim.exchange.now_ms()
     assert [p["symbol"] for p in listed] == [SYMBOL]
     pos = listed[0]
     assert Decimal(str(pos["quantity"])) == held() - before  # base commissions included
     orders = [_sim_order(s, o["order_id"]) for o in bought]
     avg_in = sum((o.cumulative_quote for o in orders), Decimal(0)) / sum((o.executed_qty for o in orders), Decimal(0))
     assert pos["entry_price"] == pytest.approx(float(avg_in), rel=1e-9)
-    assert pos["current_price"] == pytest.approx(float(await s.broker.last_price(SYMBOL)))
+    # marked at the exchange's last price when the mirror was refreshed (by this refresh or a later
+    # one of the leader's): one of the prices the simulator's path took in that window, to the tick
+    path = s.sim.exchange.markets[SYMBOL].path
+    window = path.price(np.arange(t0, t1 + 1, dtype=np.int64))
+    assert Decimal(str(pos["current_price"])) in {Decimal(f"{p:.8f}") for p in window}
     assert pos["as_of"]
 
     await mirror.refresh()  # nothing new executed: no trades fetched again

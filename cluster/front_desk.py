@@ -1,0 +1,180 @@
+"""trade_simulate and trade_execute at a cluster front: the account as the order leader mirrors it,
+the leader's guard rails, and legs sent as order intents.
+
+A front holds no exchange keys and sends nothing itself (cluster/front_orders.py).  For the two
+agent tools it provides what a single node's order service does:
+
+- :class:`FrontSimulation` (:class:`brokers.trade_simulation.SimulatedAccount`): the balances of the
+  leader's mirror (cluster/account_mirror.py; refused while it is missing or stale), the listing
+  and ticker of Binance's public API (brokers/public_venue.py), Binance's default fee schedule (a
+  front cannot ask the account's own rates; the single node's Binance broker uses the same), and
+  the guard's dry run with **the order leader's** guard rails, which the leader publishes with each
+  mirror refresh — not the front's own settings, which need not match the leader's: steps 1-6
+  (brokers/order_checks.py, the single node's messages) at the ticker price, then the halt switch
+  and the daily limit counted as the leader counts them (cluster/leader_admission.py ``USED_SQL``).
+  Anything that cannot be read refuses the leg (fail closed), as the leader would.
+- :class:`FrontLegs` (:class:`brokers.trade_legs.LegDesk`): each leg goes through
+  :meth:`cluster.front_orders.FrontOrders.place_parsed` — recorded as an intent under its client
+  order id, admitted and sent by the leader, once; a retried call with the same ``tool_call_id``
+  finds its intents and reports them as they stand (``replayed``).  The leg's outcome is the
+  leader's answer (the exchange's order), its fees those of the mirrored fills of the order
+  (cluster/account_fills.py), else of the fills in the exchange's answer.  A refusal keeps the code
+  the leader recorded with it (a guard rail: RISK_LIMIT_EXCEEDED, …).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, cast
+
+import structlog
+
+from brokers.binance_broker import BinanceBroker
+from brokers.filters import SymbolRules
+from brokers.halt import TradingHalted
+from brokers.models import Balance, BrokerError, Fill, OrderRequest
+from brokers.order_args import OrderInputError, parse_order
+from brokers.order_checks import Admitted, OrderChecks, OrderRefused, daily_limit_refusal
+from brokers.order_lists import check_order_type
+from brokers.public_venue import PublicVenue
+from brokers.trade_legs import Outcome, Placed, quote_fees, standing
+from brokers.trade_simulation import Code, FeeRates, fee_rates, refusal_code, unlisted
+from cluster.account_mirror import AccountView
+from cluster.front_orders import FrontOrders
+from cluster.halt import read_in
+from cluster.leader_admission import USED_SQL
+from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
+
+log = structlog.get_logger(__name__)
+
+
+class FrontSimulation:
+    """A cluster front's account for trade_simulate (nothing recorded, nothing sent)."""
+
+    def __init__(self, db: PostgresDatabase, account: str, view: AccountView, venue: PublicVenue) -> None:
+        self.db = db
+        self.account = account
+        self.view = view
+        self.venue = venue
+        self.name = venue.name
+
+    async def balances(self) -> list[Balance]:
+        return await self.view.balances()
+
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        return await self.venue.rules(symbol)
+
+    async def fee_rates(self, symbol: str) -> FeeRates:
+        return await fee_rates(self.venue, symbol)
+
+    async def evaluate(self, req: OrderRequest, *, pending: Decimal) -> Admitted:
+        """The leader's admission as a dry run, counting ``pending`` on top of the last 24 hours."""
+        check_order_type(BinanceBroker, req.type)  # a cluster leads Binance accounts
+        limits = await self.view.guard_rails()
+        checked = await OrderChecks(rules=self.venue.rules, ticker=self.venue.last_price, limits=limits).check(req)
+        try:
+            with unreachable_as("halt switch and daily limit not read", self.db.where):
+                if (await read_in(self.db, self.account)).halted:
+                    raise TradingHalted()
+                used = Decimal(await self.db.fetchval(USED_SQL, self.account)) + pending
+        except StorageUnavailable as exc:
+            raise OrderRefused(f"order refused: {exc}; nothing can be judged while it is away") from None
+        daily = limits.max_daily_notional
+        if daily is not None and used + checked.notional > daily:
+            raise daily_limit_refusal(checked.notional, used, daily)
+        return checked
+
+
+class FrontLegs:
+    """A cluster front's trade_execute legs: order intents the account's order leader sends once."""
+
+    def __init__(self, orders: FrontOrders, venue: PublicVenue) -> None:
+        self.orders = orders
+        self.intents = orders.intents
+        self.venue = venue
+
+    async def place(self, args: dict[str, Any], owner: str, quotes: Any | None) -> Placed:
+        cid = args["client_order_id"]
+        try:
+            existing = await self.intents.owned(cid)
+        except StorageUnavailable as exc:
+            return Placed(None, code="NETWORK_ERROR", message=str(exc))
+        if existing is not None:
+            if existing[0] != owner:
+                why = f"client order id {cid} is another's; use a new tool_call_id"
+                return Placed(None, code="INVALID_ARGUMENT", message=why)
+            return await self._placed(cid, replayed=True)
+        try:
+            if await self.venue.rules(args["symbol"]) is None:
+                code, why = await unlisted(args["symbol"], self.venue.name, quotes)
+                return Placed(None, code=code, message=why)
+            await self.orders.place_parsed(OrderRequest(**parse_order(args)), None, owner=owner)
+        except (OrderInputError, BrokerError, StorageUnavailable) as exc:
+            code: Code = "NETWORK_ERROR" if isinstance(exc, StorageUnavailable) else refusal_code(exc)
+            return await self._placed(cid, code=code, message=str(exc))
+        except Exception:  # reported on the leg (the intent says how far it got), never hiding the other legs
+            log.exception("trade_leg_failed", client_order_id=cid)
+            why = f"internal error while placing {cid}; see the front's log and get_orders for its state"
+            return await self._placed(cid, code="INTERNAL_ERROR", message=why)
+        return await self._placed(cid)
+
+    async def _placed(
+        self, cid: str, *, code: Code | None = None, message: str | None = None, replayed: bool = False
+    ) -> Placed:
+        try:
+            found = await self.intents.owned(cid)
+        except StorageUnavailable as exc:
+            found, code, message = None, code or "NETWORK_ERROR", message or str(exc)
+        if found is None:
+            return Placed(None, code=code, message=message, replayed=replayed)
+        answer = found[1]
+        if answer.state == "rejected":
+            code = cast(Code, answer.code or code or "INVALID_ARGUMENT")  # the leader's classification first
+            message = message or answer.error
+            if answer.refused:  # our guard rails: never sent (nor placed by an earlier call), as on a single node
+                return Placed(None, code=code, message=message)
+            outcome = Outcome("rejected", None, 0.0, 0.0, 0.0, answer.error)
+            return Placed(cid, "REJECTED", outcome, code=code, message=message, replayed=replayed)
+        order = answer.order
+        if order is None:  # queued, being sent, or its outcome being settled by a leader
+            outcome = Outcome("pending", None, 0.0, 0.0, 0.0, None)
+            return Placed(cid, None, outcome, code=code, message=message, replayed=replayed)
+        fees = 0.0
+        if order.executed_qty > 0:
+            fees = await self._fees(order.symbol, cid, order.fills)
+        outcome = standing(
+            status=order.status, side=order.side, executed=order.executed_qty, cumulative_quote=order.cumulative_quote,
+            price=order.price or order.stop_price, fees=fees, reject_reason=order.reject_reason,
+        )  # fmt: skip
+        return Placed(cid, order.status, outcome, code=code, message=message, replayed=replayed)
+
+    async def _fees(self, symbol: str, cid: str, answered: tuple[Fill, ...]) -> float:
+        """The order's commissions in the quote asset: its mirrored fills, else the exchange's answer's."""
+        try:
+            rules = await self.venue.rules(symbol)
+        except BrokerError:
+            rules = None
+        base, quote = (rules.base_asset, rules.quote_asset) if rules else ("", "")
+        try:
+            with unreachable_as("fills not read", self.intents.db.where):
+                mirrored = await self.intents.db.fetch(
+                    "SELECT price, commission, commission_asset FROM cluster_account_fills"
+                    " WHERE account = $1 AND symbol = $2 AND client_order_id = $3",
+                    self.orders.account,
+                    symbol,
+                    cid,
+                )
+        except StorageUnavailable:
+            mirrored = []
+        fills: list[Any] = [Commission(r["price"], r["commission"], r["commission_asset"]) for r in mirrored]
+        return await quote_fees(fills or answered, base, quote, self.venue.last_price)
+
+
+@dataclass(frozen=True, slots=True)
+class Commission:
+    """A mirrored fill's commission (cluster_account_fills)."""
+
+    price: Decimal
+    commission: Decimal
+    commission_asset: str
