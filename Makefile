@@ -32,7 +32,7 @@ run: $(STAMP)
 	$(BIN)/chartgen --serve --trade --sim --host $(HOST) --port $(PORT)
 
 # `make test`: every test except those marked slow (the chaos and crash suites, listed in
-# tests/conftest.py SLOW_SUITES, and other long daemon runs) or servers (the storage and cluster
+# tests/conftest.py SLOW_SUITES, other long daemon runs and the 10,000-bar indicator check) or servers (the storage and cluster
 # suites that start PostgreSQL or nats-server, SERVER_SUITES); `make test-servers`: the servers
 # ones not slow; `make chaos`: the slow ones; `make test-all`: all three, as CI runs them (.ci/run).
 test: $(STAMP) $(NODE_TOOLS)

@@ -48,6 +48,8 @@ from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
 
 log = structlog.get_logger(__name__)
 
+PENDING = Outcome("pending", None, 0.0, 0.0, 0.0, None)
+
 
 class FrontSimulation:
     """A cluster front's account for trade_simulate (nothing recorded, nothing sent)."""
@@ -124,8 +126,9 @@ class FrontLegs:
     ) -> Placed:
         try:
             found = await self.intents.owned(cid)
-        except StorageUnavailable as exc:
-            found, code, message = None, code or "NETWORK_ERROR", message or str(exc)
+        except StorageUnavailable as exc:  # it may have been recorded, even sent: never reported as not sent
+            why = f"{message + '; ' if message else ''}{exc}; get_orders (or this call again) shows how it stands"
+            return Placed(cid, None, PENDING, code=code or "NETWORK_ERROR", message=why, replayed=replayed)
         if found is None:
             return Placed(None, code=code, message=message, replayed=replayed)
         answer = found[1]
@@ -133,13 +136,14 @@ class FrontLegs:
             code = cast(Code, answer.code or code or "INVALID_ARGUMENT")  # the leader's classification first
             message = message or answer.error
             if answer.refused:  # our guard rails: never sent (nor placed by an earlier call), as on a single node
+                if replayed:  # its client order id is used up: a new one is needed to try again
+                    message = f"{message} (an earlier call's; to place this leg now, call with a new tool_call_id)"
                 return Placed(None, code=code, message=message)
             outcome = Outcome("rejected", None, 0.0, 0.0, 0.0, answer.error)
             return Placed(cid, "REJECTED", outcome, code=code, message=message, replayed=replayed)
         order = answer.order
         if order is None:  # queued, being sent, or its outcome being settled by a leader
-            outcome = Outcome("pending", None, 0.0, 0.0, 0.0, None)
-            return Placed(cid, None, outcome, code=code, message=message, replayed=replayed)
+            return Placed(cid, None, PENDING, code=code, message=message, replayed=replayed)
         fees = 0.0
         if order.executed_qty > 0:
             fees = await self._fees(order.symbol, cid, order.fills)
@@ -150,7 +154,8 @@ class FrontLegs:
         return Placed(cid, order.status, outcome, code=code, message=message, replayed=replayed)
 
     async def _fees(self, symbol: str, cid: str, answered: tuple[Fill, ...]) -> float:
-        """The order's commissions in the quote asset: its mirrored fills, else the exchange's answer's."""
+        """The order's commissions in the quote asset: of its mirrored fills, or of the fills in the
+        exchange's answer when those cover more of the order (the mirror is up to a refresh behind)."""
         try:
             rules = await self.venue.rules(symbol)
         except BrokerError:
@@ -159,7 +164,7 @@ class FrontLegs:
         try:
             with unreachable_as("fills not read", self.intents.db.where):
                 mirrored = await self.intents.db.fetch(
-                    "SELECT price, commission, commission_asset FROM cluster_account_fills"
+                    "SELECT price, quantity, commission, commission_asset FROM cluster_account_fills"
                     " WHERE account = $1 AND symbol = $2 AND client_order_id = $3",
                     self.orders.account,
                     symbol,
@@ -167,8 +172,12 @@ class FrontLegs:
                 )
         except StorageUnavailable:
             mirrored = []
-        fills: list[Any] = [Commission(r["price"], r["commission"], r["commission_asset"]) for r in mirrored]
-        return await quote_fees(fills or answered, base, quote, self.venue.last_price)
+        fills: list[Any] = [
+            Commission(r["price"], r["quantity"], r["commission"], r["commission_asset"]) for r in mirrored
+        ]
+        if sum((f.quantity for f in answered), Decimal(0)) > sum((f.quantity for f in fills), Decimal(0)):
+            fills = list(answered)
+        return await quote_fees(fills, base, quote, self.venue.last_price)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,5 +185,6 @@ class Commission:
     """A mirrored fill's commission (cluster_account_fills)."""
 
     price: Decimal
+    quantity: Decimal
     commission: Decimal
     commission_asset: str

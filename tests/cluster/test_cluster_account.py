@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import aiohttp
+import numpy as np
 import pytest
 from mcp import Client
 
@@ -131,14 +132,17 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
 
             # get_portfolio: the mirrored balances valued at the exchange's price of each USDT pair
             held = _exchange_balances(sim)
-            ticker = await _ticker(sim)
+            t0 = sim.exchange.now_ms()
             data = (await _call(at_b, "get_portfolio"))["data"]
+            t1 = sim.exchange.now_ms()
             portfolio = data["portfolio"]
             assert data["account"] == "binance"
             assert portfolio["cash"] == pytest.approx(sum(held.get("USDT", (0.0, 0.0))))
             (position,) = [p for p in portfolio["positions"] if p["symbol"] == SYMBOL]
             assert position["quantity"] == pytest.approx(sum(held[base]))
-            assert position["current_price"] == pytest.approx(ticker)
+            # the exchange's price at the moment the front asked: one the simulator's path took meanwhile
+            window = sim.exchange.markets[SYMBOL].path.price(np.arange(t0, t1 + 1, dtype=np.int64))
+            assert Decimal(str(position["current_price"])) in {Decimal(f"{p:.8f}") for p in window}
             assert position["avg_price"] == pytest.approx(positions[0]["entry_price"])
             valued = {p["asset"] for p in portfolio["positions"]} | {u["asset"] for u in portfolio["unvalued"]}
             assert valued == set(held) - {"USDT"}  # every other asset: valued, or unvalued with a reason
@@ -168,12 +172,6 @@ async def test_fronts_read_orders_and_balances_from_the_leaders_mirror(
         if front is not None:
             await front.stop()
         await stop_leaders([leader])
-
-
-async def _ticker(sim: Any) -> float:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{sim.url}/api/v3/ticker/price", params={"symbol": SYMBOL}) as r:
-            return float((await r.json())["price"])
 
 
 async def _post_price(sim: Any, price: float) -> None:

@@ -90,6 +90,7 @@ SLOW_FULL = {"heikin_ashi": 3000, "supertrend": 4000, "sar": 4000, "kalman_volum
 """Bars for the indicators whose full computation (the reference) costs 0.4-2 ms a bar."""
 
 
+@pytest.mark.slow  # about 2 minutes over every indicator: run by `make chaos`, keeping `make test` under 15
 @pytest.mark.parametrize("d", WITH_NEWEST, ids=lambda d: d.name)
 def test_per_bar_path_equals_full_computation_on_10000_rough_bars(d: IndicatorDef) -> None:
     bars = rough_bars(SLOW_FULL.get(d.name, 10_000), seed=11)
