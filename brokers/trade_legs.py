@@ -1,8 +1,8 @@
 """trade_execute's real legs: each leg placed once through the order path, and how it stands.
 
 A leg's client order id comes from (principal, ``tool_call_id``) when the caller names the call
-(:func:`leg_client_ids`), so a retried call finds its legs instead of placing them twice.  A leg goes
-through a :class:`LegDesk`:
+(:func:`leg_client_ids`), so a retried call finds its legs instead of placing them twice.
+:func:`place_leg` is the one flow (replay, listing, send, read back) over a :class:`LegDesk`:
 
 - a single node's :class:`ServiceLegs`: :meth:`brokers.service.OrderService.place_parsed` (guard,
   record, send), the order read back from the order store;
@@ -25,11 +25,13 @@ from typing import Any, Protocol
 
 import structlog
 
+from brokers.filters import SymbolRules
 from brokers.models import BrokerError, OrderRequest
 from brokers.order_args import OrderInputError, parse_order
 from brokers.order_store import OrderRow
 from brokers.service import OrderService
 from brokers.trade_simulation import Code, refusal_code, unlisted
+from config.postgres import StorageUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -63,13 +65,56 @@ class Placed:
 
 
 class LegDesk(Protocol):
-    """Where trade_execute places its legs."""
+    """Where trade_execute places its legs (:func:`place_leg` over its order path)."""
 
-    async def place(self, args: dict[str, Any], owner: str, quotes: Any | None) -> Placed:
-        """Place one leg (place_order's ``args`` with its ``client_order_id``) for ``owner``; a client
-        order id already recorded for ``owner`` is not placed again: its order is returned as it stands.
-        ``quotes`` (the quote source, or None) tells a closed stock market from a misspelt pair."""
+    @property
+    def venue(self) -> str: ...
+
+    async def owner_of(self, client_order_id: str) -> tuple[str | None] | None:
+        """``(owner,)`` of the order recorded under this id, None when there is none (StorageUnavailable:
+        it cannot be read)."""
         ...
+
+    async def rules(self, symbol: str) -> SymbolRules | None: ...
+
+    async def send(self, req: OrderRequest, owner: str) -> None:
+        """Place ``req`` through the order path (OrderInputError / BrokerError: refused or rejected)."""
+        ...
+
+    async def placed(
+        self, client_order_id: str, *, code: Code | None = None, message: str | None = None, replayed: bool = False
+    ) -> Placed:
+        """How the order recorded under this id stands (refused before recording: no id)."""
+        ...
+
+
+async def place_leg(desk: LegDesk, args: dict[str, Any], owner: str, quotes: Any | None) -> Placed:
+    """Place one leg (place_order's ``args`` with its ``client_order_id``) for ``owner``; a client order id
+    already recorded for ``owner`` is not placed again: its order is returned as it stands.  ``quotes``
+    (the quote source, or None) tells a closed stock market from a misspelt pair."""
+    cid = args["client_order_id"]
+    try:
+        existing = await desk.owner_of(cid)
+    except StorageUnavailable as exc:
+        return Placed(None, code="NETWORK_ERROR", message=str(exc))
+    if existing is not None:
+        if existing[0] != owner:
+            why = f"client order id {cid} is another's; use a new tool_call_id"
+            return Placed(None, code="INVALID_ARGUMENT", message=why)
+        return await desk.placed(cid, replayed=True)
+    try:
+        if await desk.rules(args["symbol"]) is None:
+            code, why = await unlisted(args["symbol"], desk.venue, quotes)
+            return Placed(None, code=code, message=why)
+        await desk.send(OrderRequest(**parse_order(args)), owner)
+    except (OrderInputError, BrokerError, StorageUnavailable) as exc:
+        code = "NETWORK_ERROR" if isinstance(exc, StorageUnavailable) else refusal_code(exc)
+        return await desk.placed(cid, code=code, message=str(exc))
+    except Exception:  # reported on the leg (its record says how far it got), never hiding the other legs
+        log.exception("trade_leg_failed", client_order_id=cid)
+        why = f"internal error while placing {cid}; see the daemon's log and get_orders for its state"
+        return await desk.placed(cid, code="INTERNAL_ERROR", message=why)
+    return await desk.placed(cid)
 
 
 def leg_client_ids(principal: str, tool_call_id: str | None, n: int) -> list[str]:
@@ -137,32 +182,26 @@ class ServiceLegs:
 
     def __init__(self, orders: OrderService) -> None:
         self.orders = orders
+        self.venue = orders.broker.name
 
-    async def place(self, args: dict[str, Any], owner: str, quotes: Any | None) -> Placed:
-        orders, cid = self.orders, args["client_order_id"]
-        existing = await orders.store.get(cid)
-        if existing is not None:
-            if existing.owner != owner:
-                why = f"client order id {cid} is another's; use a new tool_call_id"
-                return Placed(None, code="INVALID_ARGUMENT", message=why)
-            return await self._placed(existing, replayed=True)
-        try:
-            if await orders.broker.rules(args["symbol"]) is None:
-                code, why = await unlisted(args["symbol"], orders.broker.name, quotes)
-                return Placed(None, code=code, message=why)
-            await orders.place_parsed(OrderRequest(**parse_order(args)), None, owner=owner)
-        except (OrderInputError, BrokerError) as exc:
-            return await self._placed(await orders.store.get(cid), code=refusal_code(exc), message=str(exc))
-        except Exception:  # reported on the leg (its record says how far it got), never hiding the other legs
-            log.exception("trade_leg_failed", client_order_id=cid)
-            why = f"internal error while placing {cid}; see the daemon log and get_orders for its state"
-            return await self._placed(await orders.store.get(cid), code="INTERNAL_ERROR", message=why)
-        return await self._placed(await orders.store.get(cid))
+    async def owner_of(self, client_order_id: str) -> tuple[str | None] | None:
+        row = await self.orders.store.get(client_order_id)
+        return None if row is None else (row.owner,)
 
-    async def _placed(self, row: OrderRow | None, **kw: Any) -> Placed:
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        return await self.orders.broker.rules(symbol)
+
+    async def send(self, req: OrderRequest, owner: str) -> None:
+        await self.orders.place_parsed(req, None, owner=owner)
+
+    async def placed(
+        self, client_order_id: str, *, code: Code | None = None, message: str | None = None, replayed: bool = False
+    ) -> Placed:
+        row = await self.orders.store.get(client_order_id)
         if row is None:
-            return Placed(None, **kw)
-        return Placed(row.client_order_id, row.status, await self._outcome(row), **kw)
+            return Placed(None, code=code, message=message, replayed=replayed)
+        outcome = await self._outcome(row)
+        return Placed(row.client_order_id, row.status, outcome, code=code, message=message, replayed=replayed)
 
     async def _outcome(self, row: OrderRow) -> Outcome:
         fees = 0.0

@@ -34,12 +34,11 @@ from brokers.binance_broker import BinanceBroker
 from brokers.filters import SymbolRules
 from brokers.halt import TradingHalted
 from brokers.models import Balance, BrokerError, Fill, OrderRequest
-from brokers.order_args import OrderInputError, parse_order
 from brokers.order_checks import Admitted, OrderChecks, OrderRefused, daily_limit_refusal
 from brokers.order_lists import check_order_type
 from brokers.public_venue import PublicVenue
 from brokers.trade_legs import Outcome, Placed, quote_fees, standing
-from brokers.trade_simulation import Code, FeeRates, fee_rates, refusal_code, unlisted
+from brokers.trade_simulation import Code, FeeRates, fee_rates
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
 from cluster.halt import read_in
@@ -91,39 +90,26 @@ class FrontSimulation:
 class FrontLegs:
     """A cluster front's trade_execute legs: order intents the account's order leader sends once."""
 
-    def __init__(self, orders: FrontOrders, venue: PublicVenue) -> None:
+    def __init__(self, orders: FrontOrders, public: PublicVenue) -> None:
         self.orders = orders
         self.intents = orders.intents
-        self.venue = venue
+        self.public = public
+        self.venue = public.name
 
-    async def place(self, args: dict[str, Any], owner: str, quotes: Any | None) -> Placed:
-        cid = args["client_order_id"]
-        try:
-            existing = await self.intents.owned(cid)
-        except StorageUnavailable as exc:
-            return Placed(None, code="NETWORK_ERROR", message=str(exc))
-        if existing is not None:
-            if existing[0] != owner:
-                why = f"client order id {cid} is another's; use a new tool_call_id"
-                return Placed(None, code="INVALID_ARGUMENT", message=why)
-            return await self._placed(cid, replayed=True)
-        try:
-            if await self.venue.rules(args["symbol"]) is None:
-                code, why = await unlisted(args["symbol"], self.venue.name, quotes)
-                return Placed(None, code=code, message=why)
-            await self.orders.place_parsed(OrderRequest(**parse_order(args)), None, owner=owner)
-        except (OrderInputError, BrokerError, StorageUnavailable) as exc:
-            code: Code = "NETWORK_ERROR" if isinstance(exc, StorageUnavailable) else refusal_code(exc)
-            return await self._placed(cid, code=code, message=str(exc))
-        except Exception:  # reported on the leg (the intent says how far it got), never hiding the other legs
-            log.exception("trade_leg_failed", client_order_id=cid)
-            why = f"internal error while placing {cid}; see the front's log and get_orders for its state"
-            return await self._placed(cid, code="INTERNAL_ERROR", message=why)
-        return await self._placed(cid)
+    async def owner_of(self, client_order_id: str) -> tuple[str | None] | None:
+        found = await self.intents.owned(client_order_id)
+        return None if found is None else (found[0],)
 
-    async def _placed(
-        self, cid: str, *, code: Code | None = None, message: str | None = None, replayed: bool = False
+    async def rules(self, symbol: str) -> SymbolRules | None:
+        return await self.public.rules(symbol)
+
+    async def send(self, req: OrderRequest, owner: str) -> None:
+        await self.orders.place_parsed(req, None, owner=owner)
+
+    async def placed(
+        self, client_order_id: str, *, code: Code | None = None, message: str | None = None, replayed: bool = False
     ) -> Placed:
+        cid = client_order_id
         try:
             found = await self.intents.owned(cid)
         except StorageUnavailable as exc:  # it may have been recorded, even sent: never reported as not sent
@@ -157,7 +143,7 @@ class FrontLegs:
         """The order's commissions in the quote asset: of its mirrored fills, or of the fills in the
         exchange's answer when those cover more of the order (the mirror is up to a refresh behind)."""
         try:
-            rules = await self.venue.rules(symbol)
+            rules = await self.public.rules(symbol)
         except BrokerError:
             rules = None
         base, quote = (rules.base_asset, rules.quote_asset) if rules else ("", "")
@@ -177,7 +163,7 @@ class FrontLegs:
         ]
         if sum((f.quantity for f in answered), Decimal(0)) > sum((f.quantity for f in fills), Decimal(0)):
             fills = list(answered)
-        return await quote_fees(fills, base, quote, self.venue.last_price)
+        return await quote_fees(fills, base, quote, self.public.last_price)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from brokers.order_args import OrderInputError, parse_order
 from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
 from brokers.risk_metrics import METHOD
-from brokers.trade_legs import LegDesk, ServiceLegs, leg_client_ids
+from brokers.trade_legs import LegDesk, ServiceLegs, leg_client_ids, place_leg
 from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAccount, Simulator
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import AccountReader
@@ -323,7 +323,7 @@ class ExecuteArgs(AgentArgs):
 
 
 async def _leg_out(desk: LegDesk, quotes: Any | None, leg: ExecuteLeg, cid: str, principal: str) -> ExecTradeOut:
-    placed = await desk.place(leg.order_args(cid), principal, quotes)
+    placed = await place_leg(desk, leg.order_args(cid), principal, quotes)
     o = placed.outcome
     code, message = placed.code, placed.message
     if o is not None and o.status == "rejected" and code is None:

@@ -28,6 +28,7 @@ from brokers.halt import TradingHalted
 from brokers.models import OrderRequest
 from brokers.order_checks import LimitExceeded, OrderRefused, SafetyLimits
 from brokers.public_venue import PublicVenue
+from brokers.trade_legs import place_leg
 from cluster.account_mirror import AccountView, guard_json, guard_of
 from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
@@ -67,20 +68,20 @@ def _args(cid: str, qty: str = "0.001", symbol: str = SYMBOL) -> dict[str, Any]:
 
 
 async def test_a_leg_no_leader_takes_is_withdrawn_and_its_retry_sends_nothing(desk: Desk) -> None:
-    placed = await desk.legs.place(_args("ag-none-0"), "alice", None)
+    placed = await place_leg(desk.legs, _args("ag-none-0"), "alice", None)
     assert placed.client_order_id is None and placed.outcome is None
     assert placed.code == "NETWORK_ERROR" and "no order leader" in (placed.message or "")
-    again = await desk.legs.place(_args("ag-none-0"), "alice", None)
+    again = await place_leg(desk.legs, _args("ag-none-0"), "alice", None)
     assert again.client_order_id is None and not again.replayed
     assert "call with a new tool_call_id" in (again.message or "")
     assert desk.sim.exchange.order_arrivals == {}
 
 
 async def test_another_principals_id_and_an_unlisted_pair_record_nothing(desk: Desk) -> None:
-    await desk.legs.place(_args("ag-bob-0"), "bob", None)  # withdrawn: no leader
-    taken = await desk.legs.place(_args("ag-bob-0"), "alice", None)
+    await place_leg(desk.legs, _args("ag-bob-0"), "bob", None)  # withdrawn: no leader
+    taken = await place_leg(desk.legs, _args("ag-bob-0"), "alice", None)
     assert (taken.client_order_id, taken.code) == (None, "INVALID_ARGUMENT") and "another's" in (taken.message or "")
-    unlisted = await desk.legs.place(_args("ag-x-0", symbol="NOPEUSDT"), "alice", None)
+    unlisted = await place_leg(desk.legs, _args("ag-x-0", symbol="NOPEUSDT"), "alice", None)
     assert unlisted.code == "INVALID_SYMBOL" and "not a trading pair" in (unlisted.message or "")
     count = await desk.db.fetchval("SELECT COUNT(*) FROM cluster_order_intents")
     assert count == 1  # bob's only
