@@ -12,9 +12,10 @@ calling principal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from brokers.order_args import OrderInputError, parse_order
 from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
 from brokers.risk_metrics import METHOD
+from brokers.service import OrderService
 from brokers.trade_legs import LegDesk, ServiceLegs, leg_client_ids, place_leg
 from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAccount, Simulator
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
@@ -30,6 +32,7 @@ from mcp_bridge.tools.portfolio_texts import GET_PORTFOLIO_TEXT, TRADE_EXECUTE_T
 from mcp_bridge.tools.unit import READ_REMOTE, TRADE_REMOTE, ToolContext
 
 MAX_LEGS = 25
+T = TypeVar("T")
 USER_ID = "Your own principal (default); another's needs admin. The portfolio is the exchange account's either way"
 
 Symbol = Annotated[
@@ -38,22 +41,23 @@ Symbol = Annotated[
 Positive = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
 
+def _node_or_front(ctx: ToolContext, on_node: Callable[[OrderService], T], at_front: T | None) -> T:
+    """``on_node`` over the order service, else a cluster front's ``at_front``, else NOT_AVAILABLE."""
+    if ctx.services.orders is not None:
+        return on_node(ctx.services.orders)
+    if at_front is not None:
+        return at_front
+    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
+
+
 def simulated_of(ctx: ToolContext) -> SimulatedAccount:
     """The account a simulation reads: the order service's, else a cluster front's."""
-    if ctx.services.orders is not None:
-        return ServiceAccount(ctx.services.orders)
-    if ctx.services.front_simulation is not None:
-        return ctx.services.front_simulation
-    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
+    return _node_or_front(ctx, ServiceAccount, ctx.services.front_simulation)
 
 
 def legs_of(ctx: ToolContext) -> LegDesk:
     """Where real legs go: the order service, else a cluster front's order intents."""
-    if ctx.services.orders is not None:
-        return ServiceLegs(ctx.services.orders)
-    if ctx.services.front_legs is not None:
-        return ctx.services.front_legs
-    raise AgentError(Code.NOT_AVAILABLE, ctx.services.not_running_note())
+    return _node_or_front(ctx, ServiceLegs, ctx.services.front_legs)
 
 
 def account_of(ctx: ToolContext) -> tuple[AccountReader, Venue]:
