@@ -33,7 +33,9 @@ TRADE_SIMULATE_TEXT = f"""
             portfolio_after. The whole call is an error RISK_LIMIT_EXCEEDED, naming the leg and the limit, when
             any leg breaks an operator limit or trading is halted, and an error with the first leg's code when
             every leg is refused. portfolio_after as get_portfolio values it. risk_metrics over the last
-            risk_lookback_days (default 365) daily closes: {METHOD}; null with a reason when undefined."""
+            risk_lookback_days (default 365) daily closes: {METHOD}; null with a reason when undefined. Needs
+            --trade, or a cluster front (the order leader's mirror of the account and its guard rails), and the
+            trade scope."""
 
 TRADE_EXECUTE_TEXT = """
             Places real orders, leg by leg, through the same path as place_order (guard rails, recorded, sent),
@@ -48,4 +50,6 @@ TRADE_EXECUTE_TEXT = """
             sell: −(traded value − fees); 0 while nothing filled). portfolio_after: total_value and cash (as
             get_portfolio) after the last leg. Retrying with the same tool_call_id does not place a leg twice:
             its client order id comes from the tool_call_id, and a leg already placed is reported as it stands.
-            The call is an error only when every leg is rejected. Needs --trade and the trade scope."""
+            The call is an error only when every leg is rejected. Needs --trade, or a cluster front (each leg sent
+            by the account's order leader; portfolio_after from its mirror, up to 10 s behind), and the trade
+            scope."""
