@@ -74,14 +74,13 @@ ACCOUNT_MIGRATIONS = Migrations(
 class AccountMirror:
     """The leader's side: :meth:`refresh` writes the account's balances and its orders' states."""
 
-    def __init__(
-        self, db: PostgresDatabase, broker: BinanceBroker, account: str, *, limits: SafetyLimits | None = None
-    ) -> None:
+    def __init__(self, db: PostgresDatabase, broker: BinanceBroker, account: str, *, limits: SafetyLimits) -> None:
         self.db = db
         self.broker = broker
         self.account = account
-        self.limits = limits or SafetyLimits()
-        """The leader's guard rails, published with each refresh for the fronts' trade_simulate."""
+        self.limits = limits
+        """The leader's guard rails (its own, never a default), published with each refresh for the
+        fronts' trade_simulate."""
         self.fills = FillsMirror(broker, account)
         self.refreshes = 0
 

@@ -30,6 +30,7 @@ import pytest
 from brokers.binance_broker import BinanceBroker
 from brokers.models import Actor, OrderRejected, OrderRequest
 from brokers.order_args import OrderInputError
+from brokers.order_checks import SafetyLimits
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
@@ -158,7 +159,7 @@ async def test_a_queued_intent_is_withdrawn_and_never_sent(setup: Setup) -> None
 async def test_positions_from_the_mirrored_fills_equal_the_exchange_account(setup: Setup, leading: OrderLeader) -> None:
     s = setup
     view = AccountView(s.db, ACCOUNT)
-    mirror = AccountMirror(s.db, s.broker, ACCOUNT)
+    mirror = AccountMirror(s.db, s.broker, ACCOUNT, limits=SafetyLimits())
     base = SYMBOL.removesuffix("USDT")
 
     def held() -> Decimal:
