@@ -21,12 +21,16 @@ nats-server still has them):
   notifications; 256 MiB in all.  The duplicate window is 2 min: a worker that publishes a
   firing again after a lost acknowledgement or a restart uses the same message id (e.g. the
   alert's push sequence number) and the stream stores it once.
-- ``CHARTGEN_COMMANDS`` — ``chartgen.cmd.<name>``: commands to the workers ("follow this
-  symbol").  Work-queue retention: a command is removed once one consumer acknowledges it, so
-  each command is done by one worker.  Discard *new* when full (64 MiB): a publisher is refused
-  (:class:`~cluster.bus_errors.BusError`) instead of older, still undone commands vanishing.
-  24 h max age: a command no worker took in a day is stale (the membership reassigns markets
-  anyway).
+- ``CHARTGEN_COMMANDS`` — ``chartgen.cmd.<name>``: commands to every worker ("follow these
+  markets", cluster/bus_commands.py).  A change of the followed markets concerns every worker
+  (each decides which of them it owns), so every worker reads every command on a subscription of
+  its own; a work queue, which hands each command to one consumer, would wake one worker only.
+  A command says "look again" at PostgreSQL, the record of the followed markets, and a worker that
+  misses one (NATS away) catches up at its next heartbeat, so nothing needs a command kept for
+  a late reader: limits retention, discard old, 24 h and 64 MiB — what ``nats stream view
+  CHARTGEN_COMMANDS`` shows the operator of the last day's commands.  A commands stream made by an
+  older chartgen (work-queue retention, which JetStream cannot change in place) is deleted and made
+  again: it held nothing a worker still needs.
 
 The duplicate window (2 min by default) applies to every stream; JetStream requires it not to
 exceed a stream's max age, and :class:`BusLimits` checks that.
@@ -43,7 +47,7 @@ The subject names are built in :mod:`cluster.bus_subjects`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 import nats.js.errors
@@ -107,6 +111,9 @@ class StreamSpec:
     duplicate_window_s: float
     storage: Literal["file", "memory"] = "file"
     description: str = ""
+    replaceable: bool = field(default=False, compare=False)
+    """Its messages are worth nothing once published (wake-ups): made with another retention or
+    storage, the stream is deleted and made again instead of refused."""
 
     def config(self) -> js_api.StreamConfig:
         return js_api.StreamConfig(
@@ -190,13 +197,14 @@ def stream_specs(limits: BusLimits) -> tuple[StreamSpec, ...]:
         StreamSpec(
             name=COMMANDS_STREAM,
             subjects=(f"{SUBJECT_ROOT}.cmd.>",),
-            retention="workqueue",
-            discard="new",
+            retention="limits",
+            discard="old",
             max_age_s=limits.commands_max_age_s,
             max_bytes=limits.commands_max_bytes,
             max_msgs_per_subject=-1,
             duplicate_window_s=limits.duplicate_window_s,
-            description="chartgen commands to workers; each taken by one consumer",
+            description="chartgen commands to every worker (wake-ups: PostgreSQL is the record)",
+            replaceable=True,
         ),
     )
 
@@ -227,6 +235,10 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec, timeout_s: float
         if current == spec:
             return None  # another process updated it meanwhile
         if (current.retention, current.storage) != (spec.retention, spec.storage):
+            if spec.replaceable:
+                await js.delete_stream(spec.name)
+                await js.add_stream(config)
+                return current
             raise BusError(
                 f"stream {spec.name} exists with retention {current.retention} and storage {current.storage}, "
                 f"which JetStream cannot change in place; chartgen needs {spec.retention} / {spec.storage}: "

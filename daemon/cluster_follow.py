@@ -4,15 +4,23 @@ markets the operator has the cluster follow (cluster/followed.py), checked befor
 Each symbol must be listed on the exchange the workers follow (``binance_rest_url``'s
 ``exchangeInfo``; an unknown one is refused with the closest listed names) and each interval a
 Binance interval; nothing is written unless every one is valid.  Unfollowing needs no check.
+With ``bus = "nats"`` a command then tells every worker to look at once (cluster/bus_commands.py);
+otherwise the workers find the change at their next heartbeat.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+
 import aiohttp
 
+from cluster.bus_commands import Command, CommandName, send_command
+from cluster.bus_errors import BusError
 from cluster.followed import FollowedMarkets
 from config import Settings
 from config.postgres import PostgresDatabase
+from daemon.push_bus import BusSettingsError, connect_bus
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
 from engine.market_data.intervals import to_binance
@@ -58,6 +66,29 @@ async def run_follow(
     markets = await checked_markets(settings, symbols, intervals, listed=action == "follow")
     if action == "follow":
         added = await followed.follow(markets)
-        return f"following {len(markets)} markets ({added} new); their owners take them within a heartbeat"
+        when = await _tell_workers(settings, "follow", markets)
+        return f"following {len(markets)} markets ({added} new); their owners take them {when}"
     removed = await followed.unfollow(markets)
-    return f"unfollowed {removed} of {len(markets)} markets (kept while an armed alert or a worker's settings need one)"
+    when = await _tell_workers(settings, "unfollow", markets)
+    return (
+        f"unfollowed {removed} of {len(markets)} markets, dropped {when}"
+        " (kept while an armed alert or a worker's settings need one)"
+    )
+
+
+async def _tell_workers(settings: Settings, name: CommandName, markets: list[tuple[str, str]]) -> str:
+    """With ``bus = "nats"``, the command that wakes every worker (cluster/bus_commands.py), sent after
+    the change was committed; when the workers act on the change, as the line to print.  NATS not
+    taking the command changes nothing but that: the change is in PostgreSQL, which every heartbeat reads."""
+    if settings.bus != "nats":
+        return "within a heartbeat"
+    by = f"cli-{socket.gethostname()}-{os.getpid()}"
+    try:
+        bus = await connect_bus(settings, by, ensure_streams=False)
+        try:
+            await send_command(bus, Command.of(name, markets, by))
+        finally:
+            await bus.close()
+    except (BusError, BusSettingsError) as exc:
+        return f"within a heartbeat (the command to the workers was not sent: {exc})"
+    return "now (a command went to every worker over NATS)"

@@ -10,6 +10,9 @@ them, user schedules from their table (design.md §8: no SQLAlchemyJobStore).
 :meth:`DaemonScheduler.status` is the one list of every periodic job (GET /status): name,
 trigger, next run time (UTC ISO) and the last run's outcome.
 
+A daemon job can also be run now, off its schedule (:meth:`DaemonScheduler.run_soon`: a worker's
+heartbeat when a command says its markets changed).
+
 Jobs may be added before :meth:`DaemonScheduler.running` starts the scheduler (they wait for
 it); leaving it shuts the scheduler down and cancels runs in progress, so enter it after the
 services its jobs use and it stops before them.
@@ -26,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
@@ -48,6 +52,11 @@ class JobRecord:
     last_run_at: float | None = None
     last_outcome: str | None = None
     """``ok``, or ``failed: <error>``."""
+    requested: int = 0
+    """Runs asked for off the schedule (:meth:`DaemonScheduler.run_soon`)."""
+    running: bool = False
+    again: bool = False
+    """A run was asked for while one was in progress: run once more right after it."""
 
 
 def _iso(dt: datetime | float | None) -> str | None:
@@ -68,6 +77,9 @@ class DaemonScheduler:
         self._records: dict[str, JobRecord] = {}
         self._running_tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        # a run asked for during a run starts once APScheduler counts that run finished (it counts
+        # before it sends these events; asked for earlier, the run would be skipped)
+        self._aps.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
 
     # --- jobs -----------------------------------------------------------------------------
     def every(self, name: str, interval_s: float, job: Job) -> None:
@@ -94,6 +106,30 @@ class DaemonScheduler:
                 self._aps.remove_job(jid)
         self._records.pop(job_id, None)
 
+    def run_soon(self, name: str) -> None:
+        """Run daemon job ``name`` now, off its schedule (its next scheduled run then comes one interval
+        later).  Asked while a run is in progress, it runs once more right after that run: APScheduler
+        skips a run due while one is in progress (``max_instances=1``), and the run in progress may
+        have read its inputs before the change that asked for this one."""
+        record = self._records[name]
+        record.requested += 1
+        if self._closing:
+            return
+        if record.running:
+            record.again = True
+        else:
+            self._run_now(name)
+
+    def _job_done(self, event: JobExecutionEvent) -> None:
+        record = self._records.get(event.job_id)
+        if record is not None and record.again and not self._closing:
+            record.again = False
+            self._run_now(event.job_id)
+
+    def _run_now(self, name: str) -> None:
+        with contextlib.suppress(JobLookupError):  # removed meanwhile
+            self._aps.modify_job(name, next_run_time=datetime.now(UTC))
+
     def _add(self, name: str, trigger: BaseTrigger, job: Job, *, kind: str) -> None:
         self._records[name] = JobRecord(kind)
         self._aps.add_job(self._wrap(name, job), trigger=trigger, id=name, name=name, replace_existing=True)
@@ -105,6 +141,7 @@ class DaemonScheduler:
                 self._running_tasks.add(task)
             record = self._records.get(name) or JobRecord("daemon")
             record.last_run_at, record.runs = time.time(), record.runs + 1
+            record.running, record.again = True, False
             try:
                 await job()
                 record.last_outcome = "ok"
@@ -120,6 +157,7 @@ class DaemonScheduler:
                 record.last_outcome = f"failed: {type(exc).__name__}: {exc}"[:300]
                 log.exception("periodic_job_failed", job=name)
             finally:
+                record.running = False
                 if task is not None:
                     self._running_tasks.discard(task)
 
@@ -181,6 +219,7 @@ class DaemonScheduler:
                 "last_outcome": None if record is None else record.last_outcome,
                 "runs": 0 if record is None else record.runs,
                 "failures": 0 if record is None else record.failures,
+                "requested": 0 if record is None else record.requested,
             }
             (schedules if job.id.startswith(SCHEDULE_PREFIX) else jobs).append(entry)
         return {"running": self.started, "jobs": jobs, "schedules": schedules}

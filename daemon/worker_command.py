@@ -53,6 +53,7 @@ from daemon.role_command import role_parser, run_role, stop_event
 from daemon.scheduler import DaemonScheduler
 from daemon.sd_notify import Notifier
 from daemon.supervisor import Supervisor
+from daemon.worker_commands import HEARTBEAT_JOB, WorkerCommands
 from daemon.worker_http import worker_app
 from daemon.worker_runtime import Worker
 from engine.market_data.intervals import to_binance
@@ -137,13 +138,17 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             supervisor.start("alert-evaluator", evaluator.run)
             supervisor.start("worker-alert-changes", worker.run_changes)
             publisher: MarketPublisher | None = None
+            commands: WorkerCommands | None = None
             scheduler = DaemonScheduler()
             if announcer is not None and bus is not None:
                 supervisor.start("push-announcer", announcer.run)
                 publisher = MarketPublisher(bus, engine, member_id)
                 supervisor.start("market-publisher", publisher.run)
                 scheduler.every("worker-market-ticks", TICK_EVERY_S, publisher.publish_ticks)
-            scheduler.every("worker-heartbeat", settings.cluster_heartbeat_s, worker.refresh)
+                commands = WorkerCommands(bus, scheduler, HEARTBEAT_JOB)
+                await commands.open()
+                stack.push_async_callback(commands.close)
+            scheduler.every(HEARTBEAT_JOB, settings.cluster_heartbeat_s, worker.refresh)
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
             scheduler.every("worker-alert-actions", ACTIONS_SETTLE_S, _settle_actions(actions))
             scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
@@ -157,7 +162,9 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
                     url = None
                     if http_port is not None:
                         url = await http.enter_async_context(
-                            serving(worker_app(worker, announcer, publisher, channels), "127.0.0.1", http_port)
+                            serving(
+                                worker_app(worker, announcer, publisher, channels, commands), "127.0.0.1", http_port
+                            )
                         )
                     await worker.refresh()  # PostgreSQL away: degraded, the heartbeat job tries again
                     log.info("worker_started", member=worker.member_id, markets=len(worker.owned), http=url)

@@ -30,6 +30,7 @@ from daemon.cluster_channels import ChannelDelivery
 from daemon.market_bus import MarketPublisher
 from daemon.metrics import CONTENT_TYPE, channel_attempts
 from daemon.push_bus import PushAnnouncer
+from daemon.worker_commands import WorkerCommands
 from daemon.worker_handover import split_market
 from daemon.worker_runtime import Worker
 from engine.bars import Bars
@@ -42,8 +43,10 @@ class _WorkerCollector(Collector):
         announcer: PushAnnouncer | None,
         publisher: MarketPublisher | None,
         channels: ChannelDelivery | None,
+        commands: WorkerCommands | None,
     ) -> None:
         self.worker = worker
+        self.commands = commands
         self.announcer = announcer
         self.publisher = publisher
         self.channels = channels
@@ -98,6 +101,12 @@ class _WorkerCollector(Collector):
             )
         if self.channels is not None:
             yield from _channel_metrics(self.channels)
+        if self.commands is not None:
+            yield CounterMetricFamily(
+                "chartgen_worker_commands",
+                "commands received on NATS (each ran the heartbeat at once)",
+                self.commands.subscription.received,
+            )
 
 
 def _channel_metrics(channels: ChannelDelivery) -> Iterator[Metric]:
@@ -114,12 +123,14 @@ def worker_app(
     announcer: PushAnnouncer | None = None,
     publisher: MarketPublisher | None = None,
     channels: ChannelDelivery | None = None,
+    commands: WorkerCommands | None = None,
 ) -> Starlette:
     """The worker's endpoints; with ``bus = "nats"`` its announcer's state joins readiness and metrics,
     and its market publisher's counts join the metrics and the status; with notification channels,
-    whether it delivers them and its delivery attempts join the metrics and the status."""
+    whether it delivers them and its delivery attempts join the metrics and the status; the commands
+    it received on NATS join both too."""
     registry = CollectorRegistry()
-    registry.register(_WorkerCollector(worker, announcer, publisher, channels))
+    registry.register(_WorkerCollector(worker, announcer, publisher, channels, commands))
 
     def readiness() -> tuple[bool, list[str], dict[str, object]]:
         ready, reasons = worker.readiness()
@@ -132,6 +143,8 @@ def worker_app(
             status |= publisher.status()
         if channels is not None:
             status["channels_delivering"] = channels.delivering
+        if commands is not None:
+            status |= commands.status()
         return ready, reasons, status
 
     async def healthz(request: Request) -> Response:

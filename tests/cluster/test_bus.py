@@ -2,7 +2,7 @@
 
 Streams created idempotently (twice, concurrently, updated to new limits) and as configured;
 publish, durable pull consumers, acks and redelivery; a durable taken over by a second
-connection; de-duplication by message id; the work queue's one-taker rule; subject tokens for
+connection; de-duplication by message id; commands read by every worker; subject tokens for
 any text; an outage (server stopped and restarted on the same port and store) and bad URLs.
 """
 
@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from nats.js import api as js_api
 
 from cluster.bus import Bus, Consumer, Message
+from cluster.bus_commands import MAX_MARKETS_LISTED, Command, CommandSubscription, send_command
 from cluster.bus_errors import BusError, BusUnavailable
 from cluster.bus_streams import COMMANDS_STREAM, MARKET_STREAM, NOTIFY_STREAM, TICKS_STREAM, BusLimits
 from cluster.bus_subjects import (
@@ -122,7 +123,7 @@ async def test_streams_are_created_idempotently_and_concurrently_with_the_config
     assert (ticks.subjects, ticks.max_msgs_per_subject, ticks.max_bytes) == (("chartgen.market.tick.>",), 1, 1 << 20)
     assert (notify.subjects, notify.retention, notify.max_age_s) == (("chartgen.notify.>",), "limits", 3600.0)
     assert (notify.duplicate_window_s, notify.max_msgs_per_subject, notify.storage) == (120.0, 10_000, "file")
-    assert (commands.subjects, commands.retention, commands.discard) == (("chartgen.cmd.>",), "workqueue", "new")
+    assert (commands.subjects, commands.retention, commands.discard) == (("chartgen.cmd.>",), "limits", "old")
 
 
 async def test_streams_follow_changed_limits(connect: Connect) -> None:
@@ -163,13 +164,37 @@ async def test_a_stream_with_another_retention_is_reported_not_changed(
     raw = await nats.connect(nats_server.url)
     try:
         await raw.jetstream().add_stream(
-            name=COMMANDS_STREAM, subjects=["chartgen.cmd.>"], retention=js_api.RetentionPolicy.LIMITS
+            name=NOTIFY_STREAM, subjects=["chartgen.notify.>"], retention=js_api.RetentionPolicy.WORK_QUEUE
         )
     finally:
         await raw.close()
     bus = await connect()
-    with pytest.raises(BusError, match=r"CHARTGEN_COMMANDS exists with retention limits .* cannot change in place"):
+    with pytest.raises(BusError, match=r"CHARTGEN_NOTIFY exists with retention workqueue .* cannot change in place"):
         await bus.ensure_streams()
+
+
+async def test_an_older_work_queue_commands_stream_is_made_again(connect: Connect, nats_server: NatsServer) -> None:
+    """Its messages were wake-ups, worth nothing now: replaced, not refused (cluster/bus_streams.py)."""
+    raw = await nats.connect(nats_server.url)
+    try:
+        js = raw.jetstream()
+        await js.add_stream(
+            name=COMMANDS_STREAM,
+            subjects=["chartgen.cmd.>"],
+            retention=js_api.RetentionPolicy.WORK_QUEUE,
+            discard=js_api.DiscardPolicy.NEW,
+        )
+        await js.publish("chartgen.cmd.follow", b"old")
+    finally:
+        await raw.close()
+    bus = await connect()
+    await bus.ensure_streams()
+    commands = await bus.stream_spec(COMMANDS_STREAM)
+    assert commands == next(s for s in bus.streams if s.name == COMMANDS_STREAM)
+    assert (commands.retention, commands.discard) == ("limits", "old")
+    assert await bus.stream_messages(COMMANDS_STREAM) == 0
+    await bus.ensure_streams()  # and now as configured: left alone
+    assert await bus.stream_spec(COMMANDS_STREAM) == commands
 
 
 def test_limits_are_validated() -> None:
@@ -245,29 +270,47 @@ async def test_the_same_msg_id_within_the_window_is_stored_once(connect: Connect
     assert await bus.stream_messages(NOTIFY_STREAM) == 2
 
 
-async def test_each_command_is_taken_by_one_worker_and_leaves_the_work_queue(connect: Connect) -> None:
-    one = await connect("worker-1")
-    two = await connect("worker-2")
-    await one.ensure_streams()
-    subject = command_subject("follow")
-    for i in range(10):
-        await one.publish(subject, f"BTCUSDT-{i}".encode(), msg_id=f"follow-{i}")
+async def test_every_worker_reads_every_command_and_the_stream_keeps_each_once(connect: Connect) -> None:
+    """cluster/bus_commands.py: two workers' subscriptions both get every command, in order; a message
+    on a command subject that is not a command is counted and not handed on; a command published again
+    with its message id (a lost acknowledgement) is stored once."""
+    sender = await connect("cli")
+    await sender.ensure_streams()
+    got: dict[str, list[Command]] = {"worker-1": [], "worker-2": []}
+    both = asyncio.Event()
+    subscriptions = []
+    for name in got:
 
-    taken: dict[str, list[bytes]] = {"worker-1": [], "worker-2": []}
-    async with (
-        await one.consume(COMMANDS_STREAM, "workers", subject, batch=3) as c1,
-        await two.consume(COMMANDS_STREAM, "workers", subject, batch=3) as c2,
-    ):
-        async with asyncio.timeout(10):
-            while sum(map(len, taken.values())) < 10:
-                for name, consumer in (("worker-1", c1), ("worker-2", c2)):
-                    for m in await consumer.fetch(max_wait_s=0.2):
-                        taken[name].append(m.data)
-                        await m.ack()
-    everything = taken["worker-1"] + taken["worker-2"]
-    assert sorted(everything) == sorted(f"BTCUSDT-{i}".encode() for i in range(10))  # none twice, none lost
-    assert taken["worker-1"] and taken["worker-2"]
-    assert await one.stream_messages(COMMANDS_STREAM) == 0
+        def on_command(command: Command, into: list[Command] = got[name]) -> None:
+            into.append(command)
+            if all(v and v[-1] == sent[-1] for v in got.values()):
+                both.set()
+
+        subscription = CommandSubscription(await connect(name), on_command)
+        await subscription.open()
+        subscriptions.append(subscription)
+    sent = [
+        Command.of("follow", [("BTCUSDT", "1m"), ("ETHUSDT", "1h")], "cli"),
+        Command.of("unfollow", [("BTCUSDT", "1m")], "cli"),
+        Command.of("follow", [(f"S{i}USDT", "1m") for i in range(MAX_MARKETS_LISTED + 5)], "cli"),
+    ]
+    first = await send_command(sender, sent[0])
+    again = await send_command(sender, sent[0])
+    assert (again.seq, again.duplicate) == (first.seq, True)
+    await sender.publish(command_subject("follow"), b'{"name": "follow"}', msg_id="broken-1")
+    await sender.publish(command_subject("unfollow"), sent[0].model_dump_json().encode(), msg_id="wrong-subject")
+    for command in sent[1:]:
+        await send_command(sender, command)
+    async with asyncio.timeout(10):
+        await both.wait()
+    # the duplicate reached subscribers (a plain subscription sees every publish); the stream kept it once
+    for received in got.values():
+        assert [c for i, c in enumerate(received) if i == 0 or c != received[i - 1]] == sent
+    assert len(sent[2].markets) == MAX_MARKETS_LISTED
+    assert all(s.invalid == 2 and s.subscribed for s in subscriptions)
+    assert await sender.stream_messages(COMMANDS_STREAM) == 5
+    for subscription in subscriptions:
+        await subscription.close()
 
 
 async def test_market_subjects_carry_awkward_symbols_through_the_server(connect: Connect) -> None:

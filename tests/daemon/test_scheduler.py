@@ -81,6 +81,40 @@ async def test_one_run_at_a_time_and_stopping_cancels_a_run_in_progress(caplog: 
     assert [r.getMessage() for r in caplog.records if r.name.startswith("apscheduler")] == []
 
 
+async def test_a_job_run_soon_runs_now_and_once_more_when_asked_during_a_run() -> None:
+    """run_soon runs an hourly job at once; asked twice while that run is in progress, the job runs
+    exactly once more after it (not skipped as APScheduler skips a due run while one is in
+    progress, and not twice); the hourly schedule itself never fired."""
+    scheduler = DaemonScheduler()
+    runs: list[int] = []
+    ran = asyncio.Queue[int]()
+    release = asyncio.Event()
+
+    async def hourly() -> None:
+        runs.append(len(runs))
+        ran.put_nowait(len(runs))
+        if len(runs) == 1:
+            await release.wait()
+
+    scheduler.every("hourly", 3600.0, hourly)
+    async with scheduler.running():
+        scheduler.run_soon("hourly")
+        async with asyncio.timeout(10):
+            assert await ran.get() == 1
+            scheduler.run_soon("hourly")
+            scheduler.run_soon("hourly")  # both during the first run: one more run covers them
+            release.set()
+            assert await ran.get() == 2
+        [job] = scheduler.status()["jobs"]
+        assert (job["runs"], job["requested"]) == (2, 3)
+        next_run = datetime.fromisoformat(job["next_run_time"])
+        assert next_run.timestamp() > time.time() + 3000  # the schedule moved on an interval from the run
+        scheduler.run_soon("hourly")
+        async with asyncio.timeout(10):
+            assert await ran.get() == 3
+    assert runs == [0, 1, 2]
+
+
 async def test_a_user_schedule_fires_through_the_apscheduler(tmp_path: Path) -> None:
     rig = await rig_on(tmp_path / "s.db", time.time)  # type: ignore[arg-type]  # real time, as APScheduler's
     scheduler = DaemonScheduler()
