@@ -5,7 +5,8 @@ PostgreSQL, the simulator as the exchange.
 ``chartgen cluster follow`` writes the market to PostgreSQL and sends a command; the worker runs its
 heartbeat at once and takes the market (its window then equals the exchange's klines) —
 before its first scheduled heartbeat: every run of the heartbeat job so far was one a command asked
-for.  ``unfollow`` drops it the same way.  Without NATS the CLI still writes the change and says the
+for.  ``unfollow`` drops it the same way, and after NATS restarts the worker still gets commands.
+Without NATS the CLI still writes the change and says the
 workers find it at their next heartbeat.
 """
 
@@ -100,13 +101,27 @@ async def test_follow_and_unfollow_commands_wake_every_worker_at_once(
             assert status["heartbeat_runs"] == status["heartbeats_requested"] == 2
             async with http.get(f"{url}/metrics") as r:
                 assert "chartgen_worker_commands_total 2.0" in await r.text()
+
+            # NATS restarted: the worker's subscription is renewed with the connection
+            await nats_server.stop()
+            await nats_server.start()
+
+            async def resubscribed() -> bool:
+                return bool((await _status(http, url))["commands_subscribed"])
+
+            await until(resubscribed, 30.0)
+            code, out, err = await chartgen("cluster", "follow", "CM1USDT", "-i", "1m", *cli)
+            assert code == 0 and "take them now" in out, err
+            status = await until(lambda: live(1), 25.0)
+            assert status["commands_received"] == 3 and status["last_command"]["markets"] == ["CM1USDT 1m"]
     finally:
         await workers.close()
 
     # NATS unreachable: the change is written all the same, and the CLI says when it takes effect
     config.write_text(f'binance_rest_url = "{sim.url}"\nbus = "nats"\nnats_url = "nats://127.0.0.1:{free_port()}"\n')
-    code, out, err = await chartgen("cluster", "follow", "CM1USDT", "-i", "1m", *cli)
+    code, out, err = await chartgen("cluster", "follow", "CM0USDT", "-i", "1m", *cli)
     assert code == 0, err
     assert "their owners take them within a heartbeat (the command to the workers was not sent:" in out
     assert "nats_url" in out
-    assert [r["symbol"] for r in await db.fetch("SELECT symbol FROM cluster_followed")] == ["CM1USDT"]
+    followed = await db.fetch("SELECT symbol FROM cluster_followed ORDER BY symbol")
+    assert [r["symbol"] for r in followed] == ["CM0USDT", "CM1USDT"]
