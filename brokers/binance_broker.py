@@ -38,6 +38,7 @@ from binance.exceptions import BinanceAPIException, BinanceRequestException
 
 from brokers.binance_lists import BinanceListsMixin
 from brokers.binance_signing import PinnableClient, pinned_timestamp, signed_at
+from brokers.commission import FeeRates, rates_from_account, rates_from_symbol
 from brokers.filters import SymbolRules, rules_by_symbol
 from brokers.models import (
     STOP_TYPES,
@@ -57,6 +58,8 @@ log = structlog.get_logger(__name__)
 
 MAX_TOOL_WAIT_S = 5.0
 EXCHANGE_INFO_TTL_S = 3600.0
+COMMISSION_TTL_S = 3600.0
+"""An account's commission on a symbol changes with its tier or a promotion: asked again after an hour."""
 
 
 def mask(key: str) -> str:
@@ -127,6 +130,9 @@ class BinanceBroker(BinanceListsMixin):
         self._rules_at = 0.0
         self._rules_lock = asyncio.Lock()
         self.requests = 0
+        self._commission: dict[str, tuple[FeeRates, float]] = {}
+        self.account_rates: FeeRates | None = None
+        """The ``commissionRates`` of the last ``GET /api/v3/account`` (:meth:`balances`), if it had any."""
 
     def set_event_handler(self, handler: ExecutionHandler) -> None:
         self._handler = handler
@@ -309,7 +315,22 @@ class BinanceBroker(BinanceListsMixin):
     async def balances(self) -> list[Balance]:
         account = await self._call(self._client.get_account, recvWindow=self._recv_window)
         out = [Balance(b["asset"], _d(b["free"]), _d(b["locked"])) for b in account.get("balances", [])]
+        try:
+            self.account_rates = rates_from_account(account.get("commissionRates"))
+        except ValueError as exc:
+            log.warning("binance_commission_rates_unreadable", error=str(exc))
         return [b for b in out if b.total != 0]
+
+    async def commission_rates(self, symbol: str) -> FeeRates:
+        """The account's commission on ``symbol`` (``GET /api/v3/account/commission``, weight 20;
+        brokers/commission.py), asked at most once per :data:`COMMISSION_TTL_S` per symbol."""
+        cached = self._commission.get(symbol)
+        if cached is not None and time.monotonic() - cached[1] < COMMISSION_TTL_S:
+            return cached[0]
+        res = await self._call(self._client.v3_get_account_commission, symbol=symbol, recvWindow=self._recv_window)
+        rates = rates_from_symbol(res if isinstance(res, dict) else {})
+        self._commission[symbol] = (rates, time.monotonic())
+        return rates
 
     async def trades(self, symbol: str, from_id: int | None = None) -> list[Fill]:
         params: dict[str, Any] = {"symbol": symbol, "limit": 1000, "recvWindow": self._recv_window}

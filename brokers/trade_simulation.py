@@ -10,8 +10,9 @@ Nothing here sends an order or records one.  For each leg, in order:
    the per-order limit, the halt switch and the daily limit, counting the earlier accepted legs
    of this simulation on top of today's traded value;
 3. the fill: at the guard's reference price (the engine's live trade, else the venue's ticker)
-   for a market leg, at its limit price for a limit leg; the fee from the broker's schedule
-   (:func:`fee_rates`), taken from the asset received as on Binance;
+   for a market leg, at its limit price for a limit leg; the fee at the account's commission rates
+   (:func:`fee_rates`, brokers/commission.py: the role's and the side's rate), taken from the asset
+   received as on Binance;
 4. the funds: the asset spent must be free in the simulated account (INSUFFICIENT_FUNDS).
 
 A refused leg leaves the simulated account unchanged.  The risk metrics
@@ -26,6 +27,7 @@ brokers/trade_legs.py.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import structlog
 
+from brokers.commission import DEFAULT_RATES, FeeRates
 from brokers.filters import SymbolRules
 from brokers.guard import LimitExceeded, OrderRefused
 from brokers.halt import TradingHalted
@@ -50,8 +53,6 @@ from engine.market_data.source import MarketData, is_crypto
 
 log = structlog.get_logger(__name__)
 
-BINANCE_DEFAULT_FEE = Decimal("0.001")
-"""Binance's standard spot rate for a regular account (maker and taker 0.1 %, no BNB discount)."""
 HISTORY_TTL_S = 60.0
 
 Code = Literal[
@@ -66,13 +67,6 @@ class Leg:
     side: Literal["BUY", "SELL"]
     quantity: Decimal
     price: Decimal | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FeeRates:
-    maker: Decimal
-    taker: Decimal
-    source: str
 
 
 @dataclass(slots=True)
@@ -102,18 +96,21 @@ class Simulation:
 
 async def fee_rates(broker: Any, symbol: str) -> FeeRates:
     """The broker's fee schedule: the paper broker's ``fee_rate`` (paper_fee_rate); a broker exposing
-    ``commission_rates(symbol) -> (maker, taker)`` (the account's own rates); else Binance's default."""
+    ``commission_rates(symbol) -> FeeRates`` (the account's own rates: the Binance broker); else, or
+    when those cannot be read, Binance's default (the leg's ``fee_source`` says which)."""
     rate = getattr(broker, "fee_rate", None)
     if isinstance(rate, Decimal):
         return FeeRates(rate, rate, "paper_fee_rate")
     lookup = getattr(broker, "commission_rates", None)
     if lookup is not None:
         try:
-            maker, taker = await lookup(symbol)
-            return FeeRates(Decimal(maker), Decimal(taker), "account commission")
+            rates = await lookup(symbol)
+            if isinstance(rates, FeeRates):
+                return rates
         except (BrokerError, ValueError, TypeError) as exc:
             log.info("commission_rates_unavailable", symbol=symbol, error=str(exc))
-    return FeeRates(BINANCE_DEFAULT_FEE, BINANCE_DEFAULT_FEE, "binance default 0.1%")
+            return dataclasses.replace(DEFAULT_RATES, source=f"{DEFAULT_RATES.source} (account rates unreadable)")
+    return DEFAULT_RATES
 
 
 def refusal_code(exc: BaseException) -> Code:
@@ -273,7 +270,7 @@ class Simulator:
         fill = leg.price if leg.price is not None else ref
         resting = leg.price is not None and (leg.price < ref if leg.side == "BUY" else leg.price > ref)
         rates = await account.fee_rates(leg.symbol)
-        rate = rates.maker if resting else rates.taker
+        rate = rates.rate(maker=resting, side=leg.side)
         base, quote = rules.base_asset, rules.quote_asset
         notional = leg.quantity * fill
         spend, need = (quote, notional) if leg.side == "BUY" else (base, leg.quantity)

@@ -20,6 +20,7 @@ balances, and their trades in the positions, as on a single node).
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC
 from decimal import Decimal
 from typing import Any
@@ -28,6 +29,7 @@ import orjson
 import structlog
 
 from brokers.binance_broker import BinanceBroker
+from brokers.commission import FeeRates, rates_json, rates_of
 from brokers.models import OPEN, Actor, Balance, ExchangeOrder
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused, SafetyLimits
@@ -67,6 +69,7 @@ ACCOUNT_MIGRATIONS = Migrations(
         ),
         (2, FILLS_MIGRATION),
         (3, "ALTER TABLE cluster_account_mirror ADD COLUMN guard TEXT"),
+        (4, "ALTER TABLE cluster_account_mirror ADD COLUMN fees TEXT"),
     ),
 )
 
@@ -117,12 +120,14 @@ class AccountMirror:
                     [(self.account, b.asset, b.free, b.locked) for b in balances if b.free or b.locked],
                 )
                 await conn.execute(
-                    "INSERT INTO cluster_account_mirror (account, broker, refreshed_at, guard)"
-                    " VALUES ($1, $2, clock_timestamp(), $3) ON CONFLICT (account) DO UPDATE"
-                    " SET broker = excluded.broker, refreshed_at = excluded.refreshed_at, guard = excluded.guard",
+                    "INSERT INTO cluster_account_mirror (account, broker, refreshed_at, guard, fees)"
+                    " VALUES ($1, $2, clock_timestamp(), $3, $4) ON CONFLICT (account) DO UPDATE"
+                    " SET broker = excluded.broker, refreshed_at = excluded.refreshed_at, guard = excluded.guard,"
+                    " fees = excluded.fees",
                     self.account,
                     self.broker.name,
                     guard_json(self.limits),
+                    None if self.broker.account_rates is None else rates_json(self.broker.account_rates),
                 )
                 for order in changed:
                     await conn.execute(
@@ -226,10 +231,25 @@ class AccountView:
             )
         return guard_of(mirror["guard"])
 
+    async def fee_rates(self) -> FeeRates | None:
+        """The account's commission rates (its tier's, brokers/commission.py) as of the leader's last
+        refresh; None when the snapshot is missing or stale, or carries none."""
+        try:
+            with unreachable_as("fees not read", self.db.where):
+                async with self.db.transaction() as conn:
+                    mirror = await self._snapshot(conn)
+        except (OrderInputError, StorageUnavailable):
+            return None
+        if mirror["fees"] is None:
+            return None
+        rates = rates_of(mirror["fees"])
+        return dataclasses.replace(rates, source=f"{rates.source}, from the order leader's mirror")
+
     async def _snapshot(self, conn: Any) -> Any:
         """The mirror's row, refused when there is none or it is older than ``stale_s``."""
         mirror = await conn.fetchrow(
-            "SELECT broker, refreshed_at, guard, EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
+            "SELECT broker, refreshed_at, guard, fees,"
+            " EXTRACT(EPOCH FROM clock_timestamp() - refreshed_at) AS age_s"
             " FROM cluster_account_mirror WHERE account = $1",
             self.account,
         )

@@ -6,10 +6,11 @@ agent tools it provides what a single node's order service does:
 
 - :class:`FrontSimulation` (:class:`brokers.trade_simulation.SimulatedAccount`): the balances of the
   leader's mirror (cluster/account_mirror.py; refused while it is missing or stale), the listing
-  and ticker of Binance's public API (brokers/public_venue.py), Binance's default fee schedule (a
-  front cannot ask the account's own rates; the single node's Binance broker uses the same), and
-  the guard's dry run with **the order leader's** guard rails, which the leader publishes with each
-  mirror refresh — not the front's own settings, which need not match the leader's: steps 1-6
+  and ticker of Binance's public API (brokers/public_venue.py), the account's commission rates of
+  its tier as the leader's mirror carries them (a front holds no keys to ask per symbol, as a single
+  node's Binance broker does; Binance's default 0.1 % while the mirror has none), and the guard's
+  dry run with **the order leader's** guard rails, which the leader publishes with each mirror
+  refresh — not the front's own settings, which need not match the leader's: steps 1-6
   (brokers/order_checks.py, the single node's messages) at the ticker price, then the halt switch
   and the daily limit counted as the leader counts them (cluster/leader_admission.py ``USED_SQL``).
   Anything that cannot be read refuses the leg (fail closed), as the leader would.
@@ -31,6 +32,7 @@ from typing import Any, cast
 import structlog
 
 from brokers.binance_broker import BinanceBroker
+from brokers.commission import DEFAULT_RATES, FeeRates
 from brokers.filters import SymbolRules
 from brokers.halt import TradingHalted
 from brokers.models import Balance, BrokerError, Fill, OrderRequest
@@ -38,7 +40,7 @@ from brokers.order_checks import Admitted, OrderChecks, OrderRefused, daily_limi
 from brokers.order_lists import check_order_type
 from brokers.public_venue import PublicVenue
 from brokers.trade_legs import Outcome, Placed, quote_fees, standing
-from brokers.trade_simulation import Code, FeeRates, fee_rates
+from brokers.trade_simulation import Code
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
 from cluster.halt import read_in
@@ -67,7 +69,9 @@ class FrontSimulation:
         return await self.venue.rules(symbol)
 
     async def fee_rates(self, symbol: str) -> FeeRates:
-        return await fee_rates(self.venue, symbol)
+        """The account's tier rates from the leader's mirror (a front holds no keys to ask per symbol);
+        Binance's default when the mirror has none."""
+        return await self.view.fee_rates() or DEFAULT_RATES
 
     async def evaluate(self, req: OrderRequest, *, pending: Decimal) -> Admitted:
         """The leader's admission as a dry run, counting ``pending`` on top of the last 24 hours."""

@@ -4,8 +4,9 @@ Binance spot semantics, in Decimal: MARKET orders fill at the last price (by qua
 ``quoteOrderQty`` floored to the LOT_SIZE step); LIMIT orders fill at once when marketable
 (at the last price) or rest with their funds locked and fill at their limit when the price
 reaches it; IOC/FOK that cannot fill expire; LIMIT_MAKER that would take is rejected.
-Commission (0.1 %) is taken from the asset received.  Every state change produces an
-``executionReport`` and an ``outboundAccountPosition`` for the WS-API subscribers, and
+Commission is taken from the asset received: the account's taker rate on a fill that takes, its
+maker rate on a resting order's fill (both 0.1 % unless set: ``POST /sim/v1/commission``).
+Every state change produces an ``executionReport`` and an ``outboundAccountPosition`` for the WS-API subscribers, and
 errors carry Binance's codes and texts (-1013 filter failures, -2010 balance/duplicate/
 would-take, -2011 unknown order on cancel, -2013 unknown order on query).
 """
@@ -108,6 +109,8 @@ class SimAccount:
         self.orders: dict[int, SimOrder] = {}
         self.by_client: dict[tuple[str, str], int] = {}
         self.trades: list[dict[str, Any]] = []
+        self.maker_fee = FEE
+        self.taker_fee = FEE
         self._next_order = 1
         self._next_trade = 1
         self.listeners: list[Listener] = []
@@ -245,6 +248,25 @@ class SimAccount:
             self._emit(order, "NEW", now, None)
         return order
 
+    def _fee(self, maker: bool) -> Decimal:
+        return self.maker_fee if maker else self.taker_fee
+
+    def commission_view(self, symbol: str) -> dict[str, Any]:
+        """``GET /api/v3/account/commission``: the account's rates (no tax, special rate or discount)."""
+        zero = {"maker": _s(Decimal(0)), "taker": _s(Decimal(0)), "buyer": _s(Decimal(0)), "seller": _s(Decimal(0))}
+        return {
+            "symbol": symbol,
+            "standardCommission": {**zero, "maker": _s(self.maker_fee), "taker": _s(self.taker_fee)},
+            "taxCommission": zero,
+            "specialCommission": zero,
+            "discount": {
+                "enabledForAccount": False,
+                "enabledForSymbol": False,
+                "discountAsset": "BNB",
+                "discount": "0.75000000",
+            },
+        }
+
     def _fill(self, order: SimOrder, price: Decimal, now: int, *, maker: bool) -> None:
         base, quote = split_symbol(order.symbol)
         qty = order.orig_qty - order.executed_qty
@@ -252,7 +274,7 @@ class SimAccount:
         self._bal(base)
         self._bal(quote)
         if order.side == "BUY":
-            commission, asset = qty * FEE, base
+            commission, asset = qty * self._fee(maker), base
             if maker:
                 reserved = qty * order.price if order.reserved is None else order.reserved
                 self.locked[quote] -= reserved
@@ -261,7 +283,7 @@ class SimAccount:
                 self.free[quote] -= value
             self.free[base] += qty - commission
         else:
-            commission, asset = value * FEE, quote
+            commission, asset = value * self._fee(maker), quote
             if maker:
                 reserved = qty if order.reserved is None else order.reserved
                 self.locked[base] -= reserved

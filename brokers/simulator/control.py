@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -133,6 +134,30 @@ async def post_faults(request: web.Request) -> web.Response:
     return json_response({"ok": True, **done})
 
 
+async def post_commission(request: web.Request) -> web.Response:
+    """The account's commission rates: ``{"maker": "0.0002", "taker": "0.0004"}`` (fractions, 0 ≤ r < 0.1;
+    either may be left out)."""
+    ex = request.app[EXCHANGE_KEY]
+    body = await _body(request)
+    if body is None or not body.keys() & {"maker", "taker"} or body.keys() - {"maker", "taker"}:
+        return _bad('expected {"maker": "0.0002", "taker": "0.0004"} (fractions of the traded value)')
+    rates = {}
+    for name in ("maker", "taker"):
+        if name not in body:
+            continue
+        try:
+            rate = Decimal(str(body[name]))
+        except InvalidOperation:
+            rate = Decimal(-1)
+        if not rate.is_finite() or not Decimal(0) <= rate < Decimal("0.1"):
+            return _bad(f"{name} must be a fraction from 0 up to 0.1 (0.001 is 0.1 %), not {body[name]!r}")
+        rates[name] = rate
+    account = ex.account
+    account.maker_fee = rates.get("maker", account.maker_fee)
+    account.taker_fee = rates.get("taker", account.taker_fee)
+    return json_response({"ok": True, "maker": str(account.maker_fee), "taker": str(account.taker_fee)})
+
+
 async def get_state(request: web.Request) -> web.Response:
     return json_response(request.app[EXCHANGE_KEY].state())
 
@@ -141,4 +166,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/sim/v1/price", post_price)
     app.router.add_post("/sim/v1/advance", post_advance)
     app.router.add_post("/sim/v1/faults", post_faults)
+    app.router.add_post("/sim/v1/commission", post_commission)
     app.router.add_get("/sim/v1/state", get_state)

@@ -239,10 +239,11 @@ async def account(request: web.Request) -> web.Response:
     ex, _ = await _params(request)
     return json_response(
         {
-            "makerCommission": 10,
-            "takerCommission": 10,
+            "makerCommission": int(ex.account.maker_fee * 10_000),
+            "takerCommission": int(ex.account.taker_fee * 10_000),
             "buyerCommission": 0,
             "sellerCommission": 0,
+            "commissionRates": ex.account.commission_view("")["standardCommission"],
             "canTrade": True,
             "canWithdraw": True,
             "canDeposit": True,
@@ -252,6 +253,12 @@ async def account(request: web.Request) -> web.Response:
             "permissions": ["SPOT"],
         }
     )
+
+
+async def account_commission(request: web.Request) -> web.Response:
+    ex, params = await _params(request)
+    symbol = _symbol(ex, params) or ""
+    return json_response(ex.account.commission_view(symbol))
 
 
 async def my_trades(request: web.Request) -> web.Response:
@@ -271,4 +278,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v3/openOrders", open_orders)
     app.router.add_get("/api/v3/allOrders", all_orders)
     app.router.add_get("/api/v3/account", account)
+    app.router.add_get("/api/v3/account/commission", account_commission)
     app.router.add_get("/api/v3/myTrades", my_trades)

@@ -20,6 +20,7 @@ ENDPOINT_WEIGHTS: dict[str, int] = {
     "/api/v3/openOrders": 6,
     "/api/v3/allOrders": 20,
     "/api/v3/account": 20,
+    "/api/v3/account/commission": 20,
     "/api/v3/myTrades": 20,
     "/api/v3/depth": 5,
     "/api/v3/trades": 25,

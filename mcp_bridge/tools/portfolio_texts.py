@@ -24,9 +24,11 @@ TRADE_SIMULATE_TEXT = f"""
             PRICE_FILTER, MIN_NOTIONAL, PERCENT_PRICE_BY_SIDE), the operator's allowed symbols, per-order and
             daily notional limits (earlier legs of the call count toward the daily limit), the halt switch —
             and fills at the current price (the engine's live trade, else the venue's ticker) or at its limit
-            price. Fees: the paper broker's paper_fee_rate; otherwise the account's commission when the broker
-            exposes it, else Binance's default 0.1 % (maker and taker, no BNB discount); taken from the asset
-            received, reported in the quote asset. A leg is refused (status refused, error code) by a filter
+            price. Fees: the paper broker's paper_fee_rate; with Binance the account's own commission on the
+            symbol (maker rate for a limit that would rest, else taker, plus the buyer/seller rate; BNB
+            discount not applied; at a cluster front the account tier's rates from the leader's mirror); else
+            Binance's default 0.1 %; fee_source says which. Taken from the asset received, reported in the
+            quote asset. A leg is refused (status refused, error code) by a filter
             (INVALID_ARGUMENT), an unknown pair (INVALID_SYMBOL; a stock: MARKET_CLOSED while its market is
             closed, else INVALID_SYMBOL — the brokers trade exchange pairs only), missing funds in the simulated
             account (INSUFFICIENT_FUNDS) or no price (NETWORK_ERROR, fail closed); a refused leg does not change

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from brokers.commission import BINANCE_DEFAULT_FEE
 from brokers.guard import SafetyLimits
 from brokers.halt import HaltStore
 from brokers.models import Actor, Balance
@@ -16,7 +17,7 @@ from brokers.order_store import OrderStore
 from brokers.portfolio_view import Pricer
 from brokers.risk_metrics import risk_metrics, value_series
 from brokers.service import OrderService
-from brokers.trade_simulation import BINANCE_DEFAULT_FEE, Leg, ServiceAccount, Simulator
+from brokers.trade_simulation import Leg, ServiceAccount, Simulator
 from config.database import Database
 from engine.bars import Bars
 from tests.brokers.test_order_service import Clock, FakeBroker

@@ -31,7 +31,8 @@ from tests.support.workers import real_clock_simulator, until
 
 SYMBOL = "AA1USDT"  # about 155 USDT a unit in the simulator (quantity step 0.001)
 DEADLINE_S = 60.0
-FEE = 0.001  # Binance's default: a front cannot read the account's own rates (nor does the single node's broker)
+MAKER, TAKER = Decimal("0.0002"), Decimal("0.0004")
+"""The account's rates (set on the simulator, which charges them): the leader's mirror carries them."""
 
 
 @pytest.fixture
@@ -55,6 +56,7 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
     sim: Any, cluster: tuple[str, PostgresDatabase]
 ) -> None:
     dsn, db = cluster
+    sim.exchange.account.maker_fee, sim.exchange.account.taker_fee = MAKER, TAKER
     p0 = dict(sim.exchange.start_prices())[SYMBOL]
     per_order, daily = p0 * 0.5, p0 * 0.4  # 1 unit is over the per-order limit; 0.25 + 0.25 over the daily one
     alice, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=ALL_SCOPES - {ADMIN})
@@ -102,10 +104,11 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
             assert (market["status"], market["liquidity"], market["fee_source"]) == (
                 "filled",
                 "taker",
-                "binance default 0.1%",
+                "account commission (account tier), from the order leader's mirror",
             )
-            assert market["fees"] == pytest.approx(0.1 * FEE * market["price"], rel=1e-9)
-            assert market["total_cost"] == pytest.approx(0.1 * market["price"] * (1 + FEE), rel=1e-9)
+            assert market["fee_rate"] == float(TAKER) and resting["fee_rate"] == float(MAKER)
+            assert market["fees"] == pytest.approx(0.1 * float(TAKER) * market["price"], rel=1e-9)
+            assert market["total_cost"] == pytest.approx(0.1 * market["price"] * (1 + float(TAKER)), rel=1e-9)
             assert market["price"] == pytest.approx(p0, rel=0.02)
             assert (resting["price"], resting["liquidity"]) == (limit, "maker")
             assert simulation["portfolio_before"]["cash"] == pytest.approx(float(usdt), rel=1e-12)
@@ -140,6 +143,7 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
             fees = sum(float(Decimal(f["commission"]) * Decimal(f["price"])) for f in filled.fills)  # in AA1
             assert trades[0]["price"] == pytest.approx(fill_price) and trades[0]["filled_quantity"] == 0.1
             assert trades[0]["fees"] == pytest.approx(fees, rel=1e-9) and fees > 0
+            assert fees == pytest.approx(float(filled.cumulative_quote * TAKER), rel=1e-9)  # the rate simulated
             assert trades[0]["total_cost"] == pytest.approx(float(filled.cumulative_quote) + fees, rel=1e-9)
             assert on_exchange[trades[2]["order_id"]].status == "NEW" and trades[2]["total_cost"] == 0
 
