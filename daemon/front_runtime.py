@@ -68,6 +68,7 @@ from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
 from cluster.account_mirror import AccountView
 from cluster.bus import BusError
+from cluster.bus_prices import BusPrices
 from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
@@ -149,6 +150,8 @@ class Front:
     /status, not a readiness failure — the front still serves, its notifications arrive by the relay's
     sweep, and failing readiness would take every front out of the load balancer while an operator
     moves the cluster from one bus to the other."""
+    prices: BusPrices | None = None
+    """Quotes' prices from the workers' ticks (``bus = "nats"``), or None."""
     connects_seen: int = 0
     """The listener's :attr:`~PushListener.connects` when the relay last re-read after a reconnect."""
 
@@ -193,6 +196,7 @@ class Front:
             "push_listener_connected": self.listener.connected,
             "bus": self.bus,
             "bus_mismatch": self.bus_mismatch,
+            **({} if self.prices is None else self.prices.status()),
         }
 
 
@@ -235,12 +239,19 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         relay = PushRelay(store, hub)
         member_id = new_member_id("front")
         listener: PushListener
+        prices: BusPrices | None = None
         if settings.bus == "nats":
             try:
                 bus = await connect_bus(settings, member_id, ensure_streams=False)
             except (BusError, BusSettingsError) as exc:
                 raise FrontError(f"--cluster: {exc}") from exc
             listener = BusPushListener(bus, relay.on_payload)
+            prices = BusPrices(bus)
+            try:
+                await prices.open()
+            except BusError as exc:
+                await listener.close()
+                raise FrontError(f"--cluster: {exc}") from exc
         else:
             listener = db.listener(PUSH_CHANNEL, relay.on_payload)
         front = Front(
@@ -251,8 +262,11 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             alerts=index,
             address=address,
             bus=settings.bus,
+            prices=prices,
         )
-        stack.push_async_callback(front.listener.close)
+        stack.push_async_callback(front.listener.close)  # closes the bus: after the prices' subscription
+        if prices is not None:
+            stack.push_async_callback(prices.close)
         stack.push_async_callback(_leave, front)
         halt = ClusterHalt(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
         stack.push_async_callback(halt.close)
@@ -281,6 +295,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         services.front_simulation = FrontSimulation(db, settings.cluster_account, view, venue)
         services.front_legs = FrontLegs(front_orders, venue)
         services.market = market_data(settings, session)
+        services.live_prices = prices
         services.agent = agent_settings(settings)
         supervisor.start("push-relay", relay.run)
         supervisor.start("push-delivery-marks", hub.run_flusher)

@@ -11,8 +11,9 @@ What is published (JSON):
   ``indicators`` (per indicator key: its newest line ``values`` — NaN as null — and the ``signals``
   confirmed on that bar), ``worker``, ``published_ms`` (this host's clock);
 - ``tick`` — once a second per market whose price moved: ``symbol, price, time_ms`` (the exchange's
-  event time), ``worker``.  Ticks are sampled, not every trade: at ten thousand markets the engine
-  sees far more kline messages than a replay buffer should hold.
+  event time), ``worker`` (:class:`cluster.bus_prices.TickMessage`; fronts price quotes with them).
+  Ticks are sampled, not every trade: at ten thousand markets the engine sees far more kline
+  messages than a replay buffer should hold.
 
 Each message carries a ``Nats-Msg-Id`` (kind, market and bar time or event time), so a bar published
 twice — by the old and the new owner around a hand-over, or again after a reconnect — is stored once
@@ -39,6 +40,7 @@ import orjson
 import structlog
 
 from cluster.bus import Bus
+from cluster.bus_prices import TickMessage
 from cluster.bus_subjects import market_subject
 from engine.events import BarClosed, IndicatorsUpdated, Lagged, SubscriptionClosed
 from engine.live import LiveEngine
@@ -139,7 +141,7 @@ class MarketPublisher:
             if stamp is None or price is None or self._ticked.get(symbol) == (stamp, price):
                 continue
             self._ticked[symbol] = (stamp, price)
-            body = {"symbol": symbol, "price": price, "time_ms": stamp, "worker": self.worker}
+            body = TickMessage(symbol=symbol, price=price, time_ms=stamp, worker=self.worker).model_dump()
             await self._send("tick", symbol, None, f"tick|{symbol}|{stamp}|{price!r}", body)
         followed = {symbol for symbol, _ in self.engine.markets}
         for gone in set(self._ticked) - followed:

@@ -4,7 +4,9 @@ This module owns :class:`Quote` and :class:`QuoteSource` (used by the get_quotes
 trade_simulate).  Where a quote comes from:
 
 - A crypto pair (:func:`~engine.market_data.source.is_crypto`) the live engine follows: the
-  price and its time are the engine's latest trade and the exchange's event time; change,
+  price and its time are the engine's latest trade and the exchange's event time (on a cluster
+  front, whose ``engine`` is the workers' ticks on NATS, cluster/bus_prices.py: the newest tick
+  and its exchange time, the source named by its ``price_ref``); change,
   change_percent and volume come from Binance's 24 h ticker (change against its ``openPrice``,
   the price 24 h ago).  Ticker rows are fetched for every symbol that needs one in a single
   ``GET /api/v3/ticker/24hr?symbols=[...]`` and kept for ``ticker_ttl_s`` (60 s), so quoting
@@ -197,7 +199,7 @@ class QuoteSource:
                 open_price = _num(t.row, "openPrice", "Binance 24 h ticker")
                 change = price - open_price
                 pct = change / open_price * 100.0 if open_price else 0.0
-                ref = f"engine:{s}/{self._followed_interval(s)}@{iso_utc(at_ms / 1000)}"
+                ref = self._live_ref(s, at_ms)
                 volume = _num(t.row, "volume", "Binance 24 h ticker")
                 out[s] = Quote(s, price, change, pct, volume, at_ms / 1000, ref, None, (t.ref,))
             else:
@@ -212,6 +214,12 @@ class QuoteSource:
                     market_open=None,
                 )
         return out
+
+    def _live_ref(self, symbol: str, at_ms: int) -> str:
+        named = getattr(self.engine, "price_ref", None)
+        if named is not None:
+            return str(named(symbol, at_ms))
+        return f"engine:{symbol}/{self._followed_interval(symbol)}@{iso_utc(at_ms / 1000)}"
 
     def _followed_interval(self, symbol: str) -> str:
         markets = getattr(self.engine, "markets", None) or []

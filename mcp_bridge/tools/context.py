@@ -46,6 +46,17 @@ class OrderPlacer(Protocol):
     async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]: ...
 
 
+class LivePrices(Protocol):
+    """Prices as a live engine gives them (a cluster front's: the workers' ticks on NATS,
+    cluster/bus_prices.py): None when it has no fresh price of the symbol."""
+
+    def last_price(self, symbol: str) -> float | None: ...
+
+    def exchange_time_ms(self, symbol: str) -> int | None: ...
+
+    def price_ref(self, symbol: str, at_ms: int) -> str: ...
+
+
 class AccountReader(Protocol):
     """What get_orders, get_positions and get_balance read: the single node's OrderService, or a
     cluster front's mirror of the account (cluster/account_mirror.py)."""
@@ -122,6 +133,9 @@ class Services:
     venue: Venue | None = None
     """Where a cluster front lists and prices pairs for get_portfolio (brokers/public_venue.py), or None
     (a single node uses its broker)."""
+    live_prices: LivePrices | None = None
+    """A cluster front's prices of the markets the workers follow (``bus = "nats"``), for quotes; None
+    on a single node (its engine prices them) or without NATS."""
     market: MarketData | None = None
     """REST market data (Binance, Yahoo) for quotes, history and discovery; None in tests that do not need it."""
     journal: Journal | None = None

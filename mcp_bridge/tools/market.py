@@ -108,16 +108,16 @@ _sources: weakref.WeakKeyDictionary[MarketData, tuple[Any, QuoteSource, HistoryS
 
 
 def sources(services: Services) -> tuple[QuoteSource, HistorySource]:
-    """The daemon's QuoteSource and HistorySource (made once per MarketData and engine)."""
+    """The daemon's QuoteSource and HistorySource (made once per MarketData and engine); quotes priced
+    by the live engine, else a cluster front's prices from NATS (:attr:`Services.live_prices`)."""
     market = services.market
     if market is None:
         raise AgentError(Code.NOT_AVAILABLE, "market data is not configured in this daemon (run chartgen --serve)")
+    live = services.engine if services.engine is not None else services.live_prices
     held = _sources.get(market)
-    if held is None or held[0] is not services.engine:
-        quotes = QuoteSource(
-            market, services.engine, ticker_ttl_s=TICKER_TTL_S, price_ttl_s=max(0.0, services.agent.cache_ttl_s)
-        )
-        held = _sources[market] = (services.engine, quotes, HistorySource(market, services.engine))
+    if held is None or held[0] is not live:
+        quotes = QuoteSource(market, live, ticker_ttl_s=TICKER_TTL_S, price_ttl_s=max(0.0, services.agent.cache_ttl_s))
+        held = _sources[market] = (live, quotes, HistorySource(market, services.engine))
     return held[1], held[2]
 
 
