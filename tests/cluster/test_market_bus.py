@@ -22,6 +22,7 @@ import nats
 import numpy as np
 import pytest
 
+from cluster.bus_prices import TickMessage
 from cluster.bus_streams import MARKET_STREAM, TICKS_STREAM
 from cluster.bus_subjects import market_of
 from config.postgres import PostgresDatabase
@@ -126,6 +127,8 @@ async def test_a_worker_publishes_bars_indicator_updates_and_ticks(
                 return any(t["price"] == moved for t in messages("tick", SYMBOLS[0]))
 
             await until(ticked, 10, every_s=0.1)
+            for tick in messages("tick", SYMBOLS[0]):  # what a front reads (cluster/bus_prices.py)
+                assert TickMessage.model_validate(tick).symbol == SYMBOLS[0]
             assert all(msg_id for _, _, msg_id in seen)
             js = client.jetstream()
             info = await js.stream_info(MARKET_STREAM)
