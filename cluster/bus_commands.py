@@ -48,7 +48,7 @@ class Command(BaseModel):
     markets: tuple[str, ...] = Field(max_length=MAX_MARKETS_LISTED)
     """``"SYMBOL interval"`` pairs the change named (at most :data:`MAX_MARKETS_LISTED`)."""
     by: str = Field(min_length=1, max_length=200)
-    """Who sent it (a member id or ``cli@host``)."""
+    """Who sent it (``cli-<host>-<pid>`` for ``chartgen cluster follow``)."""
     sent_ms: int = Field(ge=0)
 
     @classmethod

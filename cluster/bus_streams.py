@@ -47,6 +47,7 @@ The subject names are built in :mod:`cluster.bus_subjects`.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
@@ -235,9 +236,14 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec, timeout_s: float
         if current == spec:
             return None  # another process updated it meanwhile
         if (current.retention, current.storage) != (spec.retention, spec.storage):
-            if spec.replaceable:
-                await js.delete_stream(spec.name)
-                await js.add_stream(config)
+            if spec.replaceable:  # another process starting with this one may be replacing it too
+                with contextlib.suppress(nats.js.errors.NotFoundError):
+                    await js.delete_stream(spec.name)
+                try:
+                    await js.add_stream(config)
+                except nats.js.errors.BadRequestError as exc:
+                    if exc.err_code not in (STREAM_EXISTS_DIFFERENTLY, SUBJECTS_OVERLAP):
+                        raise
                 return current
             raise BusError(
                 f"stream {spec.name} exists with retention {current.retention} and storage {current.storage}, "

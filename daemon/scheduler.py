@@ -111,7 +111,10 @@ class DaemonScheduler:
         later).  Asked while a run is in progress, it runs once more right after that run: APScheduler
         skips a run due while one is in progress (``max_instances=1``), and the run in progress may
         have read its inputs before the change that asked for this one."""
-        record = self._records[name]
+        record = self._records.get(name)
+        if record is None:
+            log.warning("run_soon_unknown_job", job=name)
+            return
         record.requested += 1
         if self._closing:
             return

@@ -145,10 +145,11 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
                 publisher = MarketPublisher(bus, engine, member_id)
                 supervisor.start("market-publisher", publisher.run)
                 scheduler.every("worker-market-ticks", TICK_EVERY_S, publisher.publish_ticks)
+            scheduler.every(HEARTBEAT_JOB, settings.cluster_heartbeat_s, worker.refresh)
+            if bus is not None:  # after the heartbeat job: a command may arrive while subscribing
                 commands = WorkerCommands(bus, scheduler, HEARTBEAT_JOB)
                 await commands.open()
                 stack.push_async_callback(commands.close)
-            scheduler.every(HEARTBEAT_JOB, settings.cluster_heartbeat_s, worker.refresh)
             scheduler.every("worker-alert-expiry", 5.0, worker.expire_due_job)
             scheduler.every("worker-alert-actions", ACTIONS_SETTLE_S, _settle_actions(actions))
             scheduler.every("worker-status", STATUS_EVERY_S, _log_status(worker))
