@@ -1,11 +1,13 @@
 """Migrated PostgreSQL databases for the cluster tests (the session's server: tests/conftest.py):
 the lease and membership tables (``cluster_dsn``, ``cluster_db``), or the whole cluster schema
 (``cluster``: the DSN and an open pool); and ``sim``, the exchange simulator on the real clock with
-its default symbols (modules that need other symbols define their own ``sim``)."""
+its default symbols (modules that need other symbols define their own ``sim``); ``nats_server``, a
+nats-server with JetStream of the test's own (tests/support/nats.py)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from cluster.lease import LEASE_MIGRATIONS
 from cluster.membership import MEMBER_MIGRATIONS
 from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
+from tests.support.nats import NatsServer, running_nats
 
 
 @pytest.fixture
@@ -58,3 +61,9 @@ async def sim() -> AsyncIterator[Any]:
         yield running
     finally:
         await running.close()
+
+
+@pytest.fixture
+async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
+    async with running_nats(tmp_path / "jetstream") as server:
+        yield server

@@ -14,7 +14,6 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -37,18 +36,12 @@ from cluster.bus_subjects import (
     notify_subject,
     principal_of,
 )
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer
 from tests.support.nginx import free_port
 
 TEST_LIMITS = BusLimits(**SMALL_BUS_LIMITS)
 
 Connect = Callable[..., Awaitable[Bus]]
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
 
 
 @pytest.fixture

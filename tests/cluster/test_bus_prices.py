@@ -28,17 +28,11 @@ from engine.market_data.quotes import QuoteSource
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import mcp_client, start_daemon
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
 
 SYMBOL = "PB1USDT"
 DEADLINE_S = 60.0
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
 
 
 @pytest.fixture
@@ -139,11 +133,7 @@ async def test_a_front_quotes_a_followed_pair_at_the_workers_price(
     sim: Any, nats_server: NatsServer, cluster: tuple[str, PostgresDatabase], tmp_path: Path
 ) -> None:
     dsn, db = cluster
-    bus_env = {
-        "CHARTGEN_BUS": "nats",
-        "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
-    }
+    bus_env = nats_env(nats_server.url)
     token, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=ALL_SCOPES)
     workers = Workers(dsn, sim.url, tmp_path, symbols=[SYMBOL], heartbeat_s=0.5, liveness_s=2.0, env=bus_env)
     published: list[dict[str, Any]] = []

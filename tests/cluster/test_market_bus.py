@@ -26,18 +26,12 @@ from cluster.bus_prices import TickMessage
 from cluster.bus_streams import MARKET_STREAM, TICKS_STREAM
 from cluster.bus_subjects import market_of
 from config.postgres import PostgresDatabase
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
+from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, until
 
 SYMBOLS = ["AA1USDT", "AA2USDT"]
 WINDOW_BARS = 50
 """The workers' window (tests/support/workers.py)."""
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
 
 
 @pytest.fixture
@@ -65,11 +59,7 @@ async def test_a_worker_publishes_bars_indicator_updates_and_ticks(
 
     sim = manual_sim
     dsn, db = cluster
-    env = {
-        "CHARTGEN_BUS": "nats",
-        "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
-    }
+    env = nats_env(nats_server.url)
     workers = Workers(dsn, sim.url, tmp_path, symbols=SYMBOLS, heartbeat_s=0.5, liveness_s=2.0, env=env)
     seen: list[tuple[str, dict[str, Any], str | None]] = []
 

@@ -33,7 +33,7 @@ from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
+from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, next_alert_frame, real_clock_simulator, until
 
 pytestmark = pytest.mark.slow
@@ -47,12 +47,6 @@ DEADLINE_S = 60.0
 async def sim() -> AsyncIterator[Any]:
     async with real_clock_simulator(SYMBOLS) as running:
         yield running
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
 
 
 class Stream:
@@ -109,11 +103,7 @@ async def test_a_nats_outage_degrades_the_roles_loses_no_notification_and_heals(
     sim: Any, nats_server: NatsServer, cluster: tuple[str, PostgresDatabase], tmp_path: Path
 ) -> None:
     dsn, db = cluster
-    bus_env = {
-        "CHARTGEN_BUS": "nats",
-        "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
-    }
+    bus_env = nats_env(nats_server.url)
     now = time.time()
     tokens = {}
     for principal in ("alice", "bob"):

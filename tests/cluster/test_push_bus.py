@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,11 @@ from config import load_settings
 from config.postgres import PostgresDatabase
 from daemon.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
 from tests.support.daemon_proc import clean_env
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary, running_nats
+from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary
 from tests.support.nginx import free_port
 from tests.support.workers import until
 
 DEPLOY_NATS_CONF = Path(__file__).resolve().parents[2] / "deploy" / "cluster" / "nats-server.conf"
-
-
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
 
 
 async def _bus(server: NatsServer, name: str) -> Bus:

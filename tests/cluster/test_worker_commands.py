@@ -12,7 +12,6 @@ workers find it at their next heartbeat.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 from cluster.membership import Membership
 from config.postgres import PostgresDatabase
 from tests.daemon.test_cli_state_options import chartgen
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, running_nats
+from tests.support.nats import NatsServer, nats_env
 from tests.support.nginx import free_port
 from tests.support.workers import Workers, real_clock_simulator, until, window_problems
 
@@ -38,12 +37,6 @@ async def sim() -> AsyncIterator[Any]:
         yield running
 
 
-@pytest.fixture
-async def nats_server(tmp_path: Path) -> AsyncIterator[NatsServer]:
-    async with running_nats(tmp_path / "jetstream") as server:
-        yield server
-
-
 async def _status(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
     async with http.get(f"{url}/readyz") as r:
         return dict(await r.json())
@@ -56,11 +49,7 @@ async def test_follow_and_unfollow_commands_wake_every_worker_at_once(
     config = tmp_path / "cluster.toml"
     config.write_text(f'binance_rest_url = "{sim.url}"\nbus = "nats"\nnats_url = "{nats_server.url}"\n')
     cli = ("--config", str(config), "--postgres-dsn", dsn)
-    env = {
-        "CHARTGEN_BUS": "nats",
-        "CHARTGEN_NATS_URL": nats_server.url,
-        "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS),
-    }
+    env = nats_env(nats_server.url)
     workers = Workers(dsn, sim.url, tmp_path, symbols=[], heartbeat_s=HEARTBEAT_S, liveness_s=3 * HEARTBEAT_S, env=env)
     # A peer heard from a moment ago, so the worker does not hold back for a liveness window as a
     # worker starting alone does; it leaves once the worker has seen it.

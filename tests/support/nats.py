@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import time
@@ -59,6 +60,11 @@ SMALL_BUS_LIMITS = {
 }
 """``bus_limits`` for tests: JetStream reserves each stream's max_bytes against the disk it sees, and CI
 disks are small."""
+
+
+def nats_env(url: str) -> dict[str, str]:
+    """The settings (environment) of a worker or front on ``bus = "nats"`` at ``url``, with the test limits."""
+    return {"CHARTGEN_BUS": "nats", "CHARTGEN_NATS_URL": url, "CHARTGEN_BUS_LIMITS": json.dumps(SMALL_BUS_LIMITS)}
 
 
 @dataclass
