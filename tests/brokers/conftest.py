@@ -1,4 +1,5 @@
-"""Fixtures shared by the order tests: an in-memory database with the order tables."""
+"""Fixtures shared by the order tests: an in-memory database with the order tables; the exchange
+simulator on the real clock (ours and the exchange's agree) with BTCUSDT traded at 65,000."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from brokers.order_store import MIGRATIONS
+from brokers.simulator.app import RunningSimulator, start_simulator
 from config.database import Database
 
 
@@ -18,3 +20,13 @@ async def order_db() -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[RunningSimulator]:
+    running = await start_simulator(clock="real", symbols=["BTCUSDT"])
+    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    try:
+        yield running
+    finally:
+        await running.close()

@@ -15,20 +15,10 @@ from brokers.binance_user_stream import UserStream, UserStreamEnded
 from brokers.models import Actor, RateLimitedError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.simulator.faults import HttpErrorFault
 from config.database import Database
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="real", symbols=["BTCUSDT"])  # our clock and the exchange's agree
-    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 @pytest.fixture

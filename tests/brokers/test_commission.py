@@ -19,7 +19,7 @@ from brokers.commission import DEFAULT_RATES, FeeRates, rates_from_account, rate
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.portfolio_view import Pricer
 from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.simulator.faults import HttpErrorFault
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator, fee_rates
@@ -69,16 +69,6 @@ rate = st.decimals(min_value=0, max_value=D("0.09"), places=8)
 def test_rates_survive_the_mirror_exactly(maker: D, taker: D, buyer: D, seller: D, source: str) -> None:
     rates = FeeRates(maker, taker, source, buyer, seller)
     assert rates_of(rates_json(rates)) == rates
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="real", symbols=["BTCUSDT"], balances={"USDT": D(10000), "BTC": D(0)})
-    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 @pytest.fixture

@@ -25,22 +25,12 @@ from brokers.models import Actor, ExchangeList
 from brokers.order_lists import oco_request
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from config.database import Database
 
 ALICE = Actor("alice")
 QTY = 0.002
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="real", symbols=["BTCUSDT"])
-    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 @pytest.fixture
