@@ -4,7 +4,6 @@ price, the daily limit and the intent insert serialized, the engine's price befo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from decimal import Decimal as D
 from typing import Any
 
@@ -19,7 +18,7 @@ from brokers.models import Actor, BrokerError, ExchangeOrder, OrderRequest
 from brokers.order_args import OrderInputError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from config.database import Database
 from tests.brokers.test_order_service import Clock, FakeBroker
@@ -74,16 +73,6 @@ def make_service(
 
 
 # --- no price: refused, nothing recorded, nothing sent -------------------------------------------
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="real", symbols=["BTCUSDT"])
-    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 async def _sim_post(url: str, body: dict[str, Any]) -> None:

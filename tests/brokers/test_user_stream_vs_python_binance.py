@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -26,18 +25,8 @@ from binance.ws.websocket_api import WebsocketAPI
 
 from brokers.binance_user_stream import UserStream, UserStreamEnded
 from brokers.models import ExchangeOrder
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[RunningSimulator]:
-    running = await start_simulator(clock="real", symbols=["BTCUSDT"])
-    running.exchange.trade("BTCUSDT", 65000.0, 0.01)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def subscriptions(sim: RunningSimulator) -> int:
