@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
+from brokers.binance_signing import signed_at
 from brokers.models import BrokerError, ExchangeList, ExchangeOrder, ListRequest, OrderRequest
 from brokers.protocol import ListHandler
 
@@ -153,6 +154,12 @@ class BinanceListsMixin:
         else:
             raise ValueError(f"unknown list kind {req.kind}")
         return list_from_rest(res, self._order_view)
+
+    async def place_list_signed_at(self, req: ListRequest, timestamp_ms: int) -> ExchangeList:
+        """:meth:`place_list`, the request signed with ``timestamp_ms`` (a cluster's order leader:
+        brokers/binance_signing.py says why)."""
+        with signed_at(timestamp_ms):
+            return await self.place_list(req)
 
     async def cancel_list(self, symbol: str, list_client_id: str) -> ExchangeList:
         res = await self._call(

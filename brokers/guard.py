@@ -138,7 +138,7 @@ class OrderGuard(OrderChecks):
         """Check every leg of an OCO / OTOCO, then record the list and all its legs in one transaction;
         the daily limit counts the working order (if any) plus the larger exit leg."""
         legs = [leg for leg, _ in legs_of(req)]
-        rules, ref, values = await self._check_legs(req.symbol, legs)
+        rules, ref, values = await self.check_legs(req.symbol, legs)
         notionals = {leg.client_order_id: v for leg, v in zip(legs, values, strict=True)}
         exits = max(notionals[req.take_profit.client_order_id], notionals[req.stop.client_order_id])
         counted = exits + (notionals[req.working.client_order_id] if req.working is not None else Decimal(0))
@@ -154,7 +154,7 @@ class OrderGuard(OrderChecks):
         """Check the entry and both legs of its exit OCO (placed by the daemon once the entry fills),
         then record the entry intent and the waiting bracket in one transaction, counted together."""
         legs = [entry, exit_oco.take_profit, exit_oco.stop]
-        rules, ref, values = await self._check_legs(entry.symbol, legs)
+        rules, ref, values = await self.check_legs(entry.symbol, legs)
         stop, tp = exit_oco.stop, exit_oco.take_profit
         tp_price = tp.price if tp.price is not None else tp.stop_price
         assert stop.quantity is not None and stop.stop_price is not None and tp_price is not None

@@ -208,7 +208,7 @@ class OrderChecks:
             )
         return notional
 
-    async def _check_legs(
+    async def check_legs(
         self, symbol: str, legs: list[OrderRequest]
     ) -> tuple[SymbolRules, ReferencePrice, list[Decimal]]:
         """Steps 1-6 on every leg (one symbol, one reference price); the legs' values in order."""

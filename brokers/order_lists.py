@@ -79,6 +79,27 @@ def oco_request(
     return ListRequest(kind, symbol, list_client_id, tp, sl, working=working, owner=owner)  # type: ignore[arg-type]
 
 
+def new_oco(p: dict[str, Any], last: Decimal, owner: str | None) -> ListRequest:
+    """place_oco's list (parsed by :func:`brokers.order_args.parse_oco`) with fresh ids, once its
+    prices lie on either side of ``last``, the market price (OrderInputError naming them otherwise)."""
+    tp, stop = p["take_profit_price"], p["stop_price"]
+    if p["side"] == "SELL" and not tp > last > stop:
+        raise OrderInputError(
+            f"a sell OCO needs take_profit_price > last price {plain(last)} > stop_price; "
+            f"got take_profit_price {plain(tp)} and stop_price {plain(stop)}"
+        )
+    if p["side"] == "BUY" and not tp < last < stop:
+        raise OrderInputError(
+            f"a buy OCO needs take_profit_price < last price {plain(last)} < stop_price; "
+            f"got take_profit_price {plain(tp)} and stop_price {plain(stop)}"
+        )
+    base = f"oco-{uuid.uuid4().hex[:24]}"
+    return oco_request(
+        symbol=p["symbol"], side=p["side"], quantity=p["quantity"], take_profit=tp, stop=stop,
+        stop_limit=p["stop_limit_price"], list_client_id=base, ids=(f"{base}-tp", f"{base}-sl"), owner=owner,
+    )  # fmt: skip
+
+
 def check_order_type(broker: Any, order_type: str) -> None:
     """Refuse an order type the broker does not take (``broker.order_types``; without one, the
     three plain types) before anything is recorded or sent."""
@@ -118,22 +139,7 @@ class OrderLists:
         """An OCO parsed by :func:`brokers.order_args.parse_oco` (the tool edge parses once)."""
         self.require("OCO")
         ref = await self.svc.guard.reference_price(p["symbol"])
-        last, tp, stop = ref.price, p["take_profit_price"], p["stop_price"]
-        if p["side"] == "SELL" and not tp > last > stop:
-            raise OrderInputError(
-                f"a sell OCO needs take_profit_price > last price {plain(last)} > stop_price; "
-                f"got take_profit_price {plain(tp)} and stop_price {plain(stop)}"
-            )
-        if p["side"] == "BUY" and not tp < last < stop:
-            raise OrderInputError(
-                f"a buy OCO needs take_profit_price < last price {plain(last)} < stop_price; "
-                f"got take_profit_price {plain(tp)} and stop_price {plain(stop)}"
-            )
-        base = f"oco-{uuid.uuid4().hex[:24]}"
-        req = oco_request(
-            symbol=p["symbol"], side=p["side"], quantity=p["quantity"], take_profit=tp, stop=stop,
-            stop_limit=p["stop_limit_price"], list_client_id=base, ids=(f"{base}-tp", f"{base}-sl"), owner=owner,
-        )  # fmt: skip
+        req = new_oco(p, ref.price, owner)
         await self.svc.guard.admit_list(req)
         return await self.send(req)
 

@@ -73,8 +73,10 @@ class FillsMirror:
         executed = {
             r["symbol"]: Decimal(r["executed"])
             for r in await db.fetch(
-                "SELECT request::jsonb ->> 'symbol' AS symbol,"
-                " COALESCE(SUM((answer::jsonb -> 'order' ->> 'executed_qty')::numeric), 0) AS executed"
+                "SELECT request::jsonb ->> 'symbol' AS symbol, COALESCE(SUM(CASE WHEN kind = 'list' THEN"
+                " (SELECT SUM((o ->> 'executed_qty')::numeric)"
+                "  FROM jsonb_array_elements(answer::jsonb -> 'list' -> 'orders') AS o)"  # an order list's legs
+                " ELSE (answer::jsonb -> 'order' ->> 'executed_qty')::numeric END), 0) AS executed"
                 " FROM cluster_order_intents WHERE account = $1 AND state = 'placed' GROUP BY 1",
                 self.account,
             )

@@ -33,9 +33,9 @@ from brokers.commission import FeeRates, rates_json, rates_of
 from brokers.models import OPEN, Actor, Balance, ExchangeOrder
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused, SafetyLimits
-from brokers.order_store import OrderRow
-from brokers.order_views import order_listing
 from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
+from cluster.intent_listing import intent_listing
+from cluster.list_intents import leg_listings, refresh_lists
 from cluster.orders import ORDER_JSON, REQUEST_JSON
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
@@ -102,9 +102,16 @@ class AccountMirror:
             order = _order_of(r["answer"])
             if order is not None and order.status in OPEN:
                 seen_open.append(order)
+        open_by_symbol: dict[str, dict[str, ExchangeOrder]] = {}
+
+        async def open_in(symbol: str) -> dict[str, ExchangeOrder]:  # one request per symbol and refresh
+            if symbol not in open_by_symbol:
+                open_by_symbol[symbol] = {o.client_order_id: o for o in await self.broker.open_orders(symbol)}
+            return open_by_symbol[symbol]
+
         now_open: dict[str, ExchangeOrder] = {}
         for symbol in sorted({o.symbol for o in seen_open}):
-            now_open |= {o.client_order_id: o for o in await self.broker.open_orders(symbol)}
+            now_open |= await open_in(symbol)
         changed: list[ExchangeOrder] = []
         for order in seen_open:
             current = now_open.get(order.client_order_id) or await self.broker.query(
@@ -112,6 +119,7 @@ class AccountMirror:
             )
             if current is not None and _changed(order, current):
                 changed.append(current)
+        lists = await refresh_lists(self.db, self.broker, self.account, open_in)
         with unreachable_as("account mirror not refreshed", self.db.where):
             async with self.db.transaction() as conn:
                 await conn.execute("DELETE FROM cluster_account_balances WHERE account = $1", self.account)
@@ -129,20 +137,22 @@ class AccountMirror:
                     guard_json(self.limits),
                     None if self.broker.account_rates is None else rates_json(self.broker.account_rates),
                 )
-                for order in changed:
-                    await conn.execute(
-                        "UPDATE cluster_order_intents SET answer = $2 WHERE client_order_id = $1 AND state = 'placed'",
-                        order.client_order_id,
-                        orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode(),  # as the leader
-                    )
+                answers = [
+                    (o.client_order_id, orjson.dumps({"order": ORDER_JSON.dump_python(o)}, default=str).decode())
+                    for o in changed
+                ]  # as the leader writes them
+                await conn.executemany(
+                    "UPDATE cluster_order_intents SET answer = $2 WHERE client_order_id = $1 AND state = 'placed'",
+                    answers + lists,
+                )
         writes = await self.fills.collect(self.db)  # after the orders' new states: their executed quantities
         with unreachable_as("account mirror's fills not refreshed", self.db.where):
             async with self.db.transaction() as conn:
                 await self.fills.write(conn, writes)
         self.refreshes += 1
-        if changed:
-            log.info("account_mirror_orders", changed=len(changed), open=len(seen_open))
-        return len(changed)
+        if changed or lists:
+            log.info("account_mirror_orders", changed=len(changed), open=len(seen_open), lists_changed=len(lists))
+        return len(changed) + len(lists)
 
 
 def _order_of(answer: str | None) -> ExchangeOrder | None:
@@ -169,7 +179,7 @@ class AccountView:
             return []
         with unreachable_as("orders not read", self.db.where):
             rows = await self.db.fetch(
-                "SELECT i.client_order_id, i.request, i.state, i.answer, i.created_at, i.answered_at,"
+                "SELECT i.client_order_id, i.kind, i.request, i.state, i.answer, i.created_at, i.answered_at,"
                 " m.refreshed_at FROM cluster_order_intents i"
                 " LEFT JOIN cluster_account_mirror m ON m.account = i.account"
                 " WHERE i.account = $1 AND ($2 OR i.owner = $3) ORDER BY i.created_at DESC LIMIT 500",
@@ -177,7 +187,7 @@ class AccountView:
                 actor.admin,
                 actor.principal,
             )
-        listed = [_listing(r) for r in rows]
+        listed = [x for r in rows for x in (leg_listings(r) if r["kind"] == "list" else [_listing(r)])]
         if filter_ == "open":
             listed = [x for x in listed if x["status"] in OPEN]
         return listed
@@ -299,25 +309,4 @@ def _listing(r: Any) -> dict[str, Any]:
     body: dict[str, Any] = orjson.loads(r["answer"]) if r["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
     status = order.status if order is not None else ("REJECTED" if r["state"] == "rejected" else "PENDING_SUBMIT")
-    mirrored = order is not None and order.status in OPEN and r["refreshed_at"] is not None
-    updated = r["refreshed_at"] if mirrored else (r["answered_at"] or r["created_at"])
-    row = OrderRow(
-        client_order_id=req.client_order_id,
-        broker=BinanceBroker.name,
-        symbol=req.symbol,
-        side=req.side,
-        type=req.type,
-        time_in_force=req.time_in_force,
-        quantity=req.quantity,
-        quote_quantity=req.quote_quantity,
-        price=req.price,
-        status=status,
-        exchange_order_id=order.exchange_order_id if order is not None else None,
-        executed_qty=order.executed_qty if order is not None else Decimal(0),
-        cumulative_quote=order.cumulative_quote if order is not None else Decimal(0),
-        reject_reason=body.get("error") if r["state"] == "rejected" else None,
-        created_at=r["created_at"].timestamp(),
-        updated_at=updated.timestamp(),
-        owner=req.owner,
-    )
-    return order_listing(row)
+    return intent_listing(req, order, status, r, body)

@@ -15,6 +15,10 @@ side, so unlike placing it needs no hand-over wait: a cancel that a dead leader 
 sent is simply sent again, and the exchange's "unknown order" answer is settled by asking for the
 order — cancelled (by either request) → ``done``; filled or expired → ``failed`` with its state.  A
 late cancel from a paused ex-leader can only cancel what a client asked to cancel.
+
+An order list (cluster/list_intents.py) is cancelled whole, as on a single node: ``cancel_order``
+with the list's id or one leg's id records the request under the list's id, and the leader sends
+``DELETE orderList``; an "unknown list" answer is settled by reading the list.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import asyncpg
 import orjson
 import structlog
 
-from brokers.models import OPEN, Actor, BrokerError, ExchangeOrder, OrderRejected, state_name
+from brokers.models import OPEN, Actor, BrokerError, ExchangeList, ExchangeOrder, OrderRejected, state_name
 from brokers.order_args import OrderInputError
 from brokers.protocol import Broker
+from cluster import list_intents
 from cluster.lease import Lease
-from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, ORDER_JSON, REQUEST_JSON, OrderIntents
+from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
 from config.postgres import PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
@@ -54,10 +59,16 @@ async def request_cancel(
     if not isinstance(order_id, str) or len(order_id) > 64:
         raise OrderInputError("order_id must be the id place_order returned")
     db = intents.db
+    with unreachable_as("order not cancelled", db.where):  # a leg of an order list: the whole list
+        list_id = await db.fetchval(
+            "SELECT list_client_order_id FROM cluster_list_legs WHERE client_order_id = $1", order_id
+        )
+    order_id = list_id or order_id
     for _ in range(2):  # a second look when a leader claimed a queued intent while we withdrew it
         with unreachable_as("order not cancelled", db.where):
             row = await db.fetchrow(
-                "SELECT owner, state, answer FROM cluster_order_intents WHERE client_order_id = $1 AND account = $2",
+                "SELECT owner, state, answer, kind FROM cluster_order_intents"
+                " WHERE client_order_id = $1 AND account = $2",
                 order_id,
                 account,
             )
@@ -73,9 +84,14 @@ async def request_cancel(
             f"order {order_id} is being sent and its outcome is not known yet: cancel it again in a few seconds"
         )
     body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
-    status = body["order"]["status"] if state == "placed" and body.get("order") else "REJECTED"
-    if status not in OPEN:
-        raise OrderInputError(f"invalid transition: {state_name(status)} \u2192 Cancelled")
+    if row["kind"] == "list":
+        if not (state == "placed" and list_intents.list_open(row["answer"])):
+            done = "Rejected" if state == "rejected" else "Done"
+            raise OrderInputError(f"invalid transition: {done} \u2192 Cancelled")
+    else:
+        status = body["order"]["status"] if state == "placed" and body.get("order") else "REJECTED"
+        if status not in OPEN:
+            raise OrderInputError(f"invalid transition: {state_name(status)} \u2192 Cancelled")
     with unreachable_as("order not cancelled", db.where):
         async with db.transaction() as conn:
             await conn.execute(
@@ -107,13 +123,13 @@ async def request_cancel(
         }
     if done["state"] == "failed":
         raise OrderRejected(orjson.loads(done["answer"])["error"])
-    return {"ok": True}
+    return {"ok": True, "list_id": order_id} if row["kind"] == "list" else {"ok": True}
 
 
 async def carry_out(db: PostgresDatabase, broker: Broker, lease: Lease, account: str, *, batch: int = 20) -> int:
     """The leader's side: carry out up to ``batch`` queued cancel requests; returns how many."""
     rows = await db.fetch(
-        "SELECT c.client_order_id, i.request FROM cluster_order_cancels c"
+        "SELECT c.client_order_id, i.request, i.kind FROM cluster_order_cancels c"
         " JOIN cluster_order_intents i USING (client_order_id)"
         " WHERE c.account = $1 AND c.state = 'queued' ORDER BY c.requested_at LIMIT $2",
         account,
@@ -123,32 +139,63 @@ async def carry_out(db: PostgresDatabase, broker: Broker, lease: Lease, account:
     for row in rows:
         if not lease.may_act():
             break
-        req = REQUEST_JSON.validate_json(row["request"])
+        cid = row["client_order_id"]
+        answer: str | None = None
         try:
-            order, error = await _cancel(broker, req.symbol, req.client_order_id)
+            if row["kind"] == "list":
+                symbol = LIST_REQUEST_JSON.validate_json(row["request"]).symbol
+                lst, error = await _cancel_list(broker, symbol, cid)
+                answer = None if lst is None else list_intents.answer_text(lst)
+            else:
+                req = REQUEST_JSON.validate_json(row["request"])
+                order, error = await _cancel(broker, req.symbol, cid)
+                answer = (
+                    None
+                    if order is None
+                    else orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode()
+                )  # as the leader
         except Exception as exc:  # one request that cannot be carried out must not stop the leader's rounds
-            log.exception("order_cancel_failed", client_order_id=req.client_order_id)
-            order, error = None, f"not cancelled: the order leader failed ({type(exc).__name__}); cancel it again"
+            log.exception("order_cancel_failed", client_order_id=cid)
+            answer, error = None, f"not cancelled: the order leader failed ({type(exc).__name__}); cancel it again"
         async with db.transaction() as conn:
             await lease.fence(conn)
             tag = await conn.execute(
                 "UPDATE cluster_order_cancels SET state = $2, answer = $3, answered_at = clock_timestamp()"
                 " WHERE client_order_id = $1 AND state = 'queued'",
-                req.client_order_id,
+                cid,
                 "failed" if error is not None else "done",
                 orjson.dumps({"error": error} if error is not None else {}).decode(),
             )
-            if order is not None:
+            if answer is not None:
                 await conn.execute(
                     "UPDATE cluster_order_intents SET answer = $2 WHERE client_order_id = $1 AND state = 'placed'",
-                    req.client_order_id,
-                    orjson.dumps({"order": ORDER_JSON.dump_python(order)}, default=str).decode(),
+                    cid,
+                    answer,
                 )
             if not tag.endswith(" 0"):
-                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, answer_key(req.client_order_id))
+                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, answer_key(cid))
         done += 1
-        log.info("order_cancel", client_order_id=req.client_order_id, ok=error is None, error=error)
+        log.info("order_cancel", client_order_id=cid, ok=error is None, error=error)
     return done
+
+
+async def _cancel_list(broker: Any, symbol: str, list_id: str) -> tuple[ExchangeList | None, str | None]:
+    """An order list's :func:`_cancel`: ``DELETE orderList``, else what the exchange knows of it."""
+    try:
+        return await broker.cancel_list(symbol, list_id), None
+    except BrokerError as exc:
+        refused = exc
+    try:
+        found = await broker.query_list(list_id)
+    except BrokerError as exc:
+        return None, f"not cancelled: {refused}; the list's state could not be read either ({exc}): cancel it again"
+    if found is None:
+        return None, f"order list not found on the exchange: {list_id} ({refused})"
+    if not found.done:
+        return found, f"not cancelled: {refused}"
+    if all(o.status in CANCELLED for o in found.orders if o.status):
+        return found, None
+    return found, "invalid transition: Done \u2192 Cancelled"
 
 
 async def _cancel(broker: Broker, symbol: str, client_order_id: str) -> tuple[ExchangeOrder | None, str | None]:

@@ -15,13 +15,15 @@ Waiting is bounded twice:
   successor settles the intent after the exchange's ``recvWindow``): the answer is ``Pending`` with
   the client order id; the outcome is recorded when settled (never sent twice).
 
-``cancel_order`` records a cancel request the leader carries out (cluster/cancels.py).  Not on fronts
-yet: brackets and order lists (docs/cluster.md).
+``place_oco`` records an order-list intent the same way (cluster/list_intents.py).  ``cancel_order``
+records a cancel request the leader carries out (cluster/cancels.py).  Not on fronts yet: brackets
+(their exit is placed when the entry fills, which needs the leader to watch fills; docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
@@ -29,8 +31,9 @@ from brokers.binance_broker import BinanceBroker
 from brokers.models import Actor, OrderRejected, OrderRequest, state_name
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused
-from brokers.order_lists import check_order_type
+from brokers.order_lists import check_order_type, new_oco
 from brokers.service import UNATTENDED_PREFIX
+from cluster import list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
 
@@ -44,12 +47,20 @@ class FrontOrders:
     """The front's order placer (``place_order``) for one exchange account's leader."""
 
     def __init__(
-        self, intents: OrderIntents, account: str, *, queue_wait_s: float = 10.0, answer_wait_s: float = 30.0
+        self,
+        intents: OrderIntents,
+        account: str,
+        *,
+        queue_wait_s: float = 10.0,
+        answer_wait_s: float = 30.0,
+        last_price: Callable[[str], Awaitable[Decimal | None]] | None = None,
     ) -> None:
         self.intents = intents
         self.account = account
         self.queue_wait_s = queue_wait_s
         self.answer_wait_s = answer_wait_s
+        self.last_price = last_price
+        """The market price place_oco's prices are checked against (the venue's public ticker)."""
 
     async def place_parsed(
         self, order: OrderRequest, bracket: dict[str, Decimal | None] | None, *, owner: str | None
@@ -66,8 +77,43 @@ class FrontOrders:
         check_order_type(BinanceBroker, order.type)  # a cluster leads Binance accounts (FencedSender)
         req = dataclasses.replace(order, owner=owner)
         cid = req.client_order_id
+        answer = await self._answered(cid, self.intents.submit(self.account, req))
+        if answer is None:
+            return {
+                "order_id": cid,
+                "status": "Pending",
+                "exchange_status": "UNKNOWN",
+                "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
+                " it is never sent twice",
+            }
+        return placed_result(answer)
+
+    async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]:
+        """The place_oco tool's operation (cluster/list_intents.py): the single node's checks and answer;
+        raises OrderInputError (refused, nothing sent) or OrderRejected (the exchange refused it)."""
+        last = None if self.last_price is None else await self.last_price(p["symbol"])
+        if last is None:
+            raise OrderRefused(f"order refused: no market price of {p['symbol']} to check the OCO's prices against")
+        req = new_oco(p, last, owner)
+        answer = await self._answered(req.list_client_id, list_intents.submit_list(self.intents, self.account, req))
+        if answer is None:
+            return {
+                "list_id": req.list_client_id,
+                "kind": req.kind,
+                "list_status": "PENDING",
+                "legs": [],
+                "note": "the order leader took the order list but has not answered yet (a leader change is settling"
+                " it); it is never sent twice",
+            }
+        if answer.state == "rejected":
+            raise OrderRefused(answer.error or "rejected") if answer.refused else OrderRejected(answer.error or "")
+        return list_intents.list_result(answer, req)
+
+    async def _answered(self, cid: str, submit: Awaitable[None]) -> Answer | None:
+        """Record the intent (``submit``) and wait for the leader's answer: withdrawn (refused) when no
+        leader took it within ``queue_wait_s``; None when a leader took it but has not answered."""
         try:
-            await self.intents.submit(self.account, req)
+            await submit
         except ValueError as exc:
             raise OrderRefused(str(exc)) from None
         answer = await self.intents.wait_answer(cid, self.queue_wait_s)
@@ -79,15 +125,7 @@ class FrontOrders:
             if await self.intents.withdraw(cid, why):
                 raise OrderRefused(why)
             answer = await self.intents.wait_answer(cid, self.answer_wait_s)
-        if answer is None:
-            return {
-                "order_id": cid,
-                "status": "Pending",
-                "exchange_status": "UNKNOWN",
-                "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
-                " it is never sent twice",
-            }
-        return placed_result(answer)
+        return answer
 
     async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]:
         """The cancel_order tool's operation (cluster/cancels.py)."""

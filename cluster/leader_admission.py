@@ -24,13 +24,16 @@ broker (brokers/halt_switch.py's procedure; the orders are the exchange's, nothi
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 
 from brokers.halt_switch import CancelOutcome, cancel_open
-from brokers.models import BrokerError, ExchangeOrder, OrderRequest, RateLimitedError
+from brokers.list_store import legs_of
+from brokers.models import BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderChecks, daily_limit_refusal
 from brokers.protocol import Broker
@@ -55,8 +58,26 @@ class Refused(Exception):
 
 async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
     """Steps 1-6; the order's value, or :class:`Refused` with the single node's message."""
-    try:
+    with _refusals():
         return (await checks.check(req)).notional
+
+
+async def check_list(checks: OrderChecks, req: ListRequest) -> Decimal:
+    """Steps 1-6 on every leg of an order list (one reference price); the value the daily limit
+    counts — the larger exit leg, plus the working order of an OTOCO — as a single node's guard
+    counts it (brokers/guard.py ``admit_list``); or :class:`Refused`."""
+    legs = legs_of(req)
+    with _refusals():
+        _, _, values = await checks.check_legs(req.symbol, [leg for leg, _ in legs])
+    value = dict(zip((role for _, role in legs), values, strict=True))
+    return max(value["take_profit"], value["stop"]) + value.get("working", Decimal(0))
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The guard's exceptions as :class:`Refused` with the single node's messages."""
+    try:
+        yield
     except OrderInputError as exc:
         raise Refused(str(exc), refusal_code(exc)) from None
     except RateLimitedError as exc:
@@ -68,7 +89,12 @@ async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
 
 
 async def admit(
-    db_conn: asyncpg.Connection, lease: Lease, account: str, req: OrderRequest, notional: Decimal, daily: Decimal | None
+    db_conn: asyncpg.Connection,
+    lease: Lease,
+    account: str,
+    client_order_id: str,
+    notional: Decimal,
+    daily: Decimal | None,
 ) -> None:
     """Inside the caller's transaction: fence, halt switch, daily limit, record the value —
     or :class:`Refused` (nothing recorded); :class:`cluster.lease.LeaseLost` when fenced out."""
@@ -84,7 +110,7 @@ async def admit(
     await db_conn.execute(
         "UPDATE cluster_order_intents SET notional = $2 WHERE client_order_id = $1 AND sender_token = $3"
         " AND state = 'sending'",
-        req.client_order_id,
+        client_order_id,
         notional,
         lease.token,
     )

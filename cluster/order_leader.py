@@ -15,17 +15,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable
+from decimal import Decimal
 from typing import Any, Protocol
 
 import asyncpg
 import orjson
 import structlog
 
-from brokers.models import BrokerError, ExchangeOrder, OrderRejected, OrderRequest, OutcomeUnknown
+from brokers.models import (
+    BrokerError,
+    ExchangeList,
+    ExchangeOrder,
+    ListRequest,
+    OrderRejected,
+    OrderRequest,
+    OutcomeUnknown,
+)
 from brokers.order_checks import OrderChecks, SafetyLimits
 from brokers.protocol import Broker
 from brokers.trade_simulation import refusal_code
-from cluster import cancels, leader_admission
+from cluster import cancels, leader_admission, list_intents
 from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
 from cluster.orders import (
@@ -57,6 +67,12 @@ class FencedSender(Broker, Protocol):
     async def place_signed_at(self, req: OrderRequest, timestamp_ms: int) -> ExchangeOrder: ...
 
     async def query(self, symbol: str, client_order_id: str) -> ExchangeOrder | None: ...
+
+    async def place_list_signed_at(self, req: ListRequest, timestamp_ms: int) -> ExchangeList: ...
+
+    async def query_list(self, list_client_id: str) -> ExchangeList | None: ...
+
+    async def cancel_list(self, symbol: str, list_client_id: str) -> ExchangeList: ...
 
 
 class OrderLeader:
@@ -117,7 +133,7 @@ class OrderLeader:
     async def _record_kept(self) -> None:
         kept, self.unrecorded = self.unrecorded, []
         for cid, token, state, body in kept:
-            await self._record(cid, token, state, body)
+            await self.record(cid, token, state, body)
 
     async def cancel_open_if_asked(self) -> dict[str, Any] | None:
         """Carry out the halt switch's pending cancel-open request, if any (its result is recorded)."""
@@ -163,15 +179,20 @@ class OrderLeader:
                 "UPDATE cluster_order_intents SET state = 'sending', sender_token = $3, claimed_at = clock_timestamp()"
                 " WHERE client_order_id IN (SELECT client_order_id FROM cluster_order_intents"
                 "  WHERE account = $1 AND state = 'queued' ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-                " RETURNING client_order_id, request, created_at",
+                " RETURNING client_order_id, kind, request, created_at",
                 self.account,
                 self.batch,
                 lease.token,
             )
         handled = 0
         for row in sorted(rows, key=lambda r: r["created_at"]):
+            if row["kind"] == "list":
+                if not await list_intents.send(self, row["request"], lease):
+                    break  # not sent: the lease may have ended (its successor settles it)
+                handled += 1
+                continue
             req = REQUEST_JSON.validate_json(row["request"])
-            if not await self._admitted(req, lease):
+            if not await self.admitted(req.client_order_id, leader_admission.check(self.checks, req), lease):
                 handled += 1  # answered with the refusal
                 continue
             stamp = self.broker.exchange_time_ms()
@@ -183,45 +204,47 @@ class OrderLeader:
             try:
                 order = await self.broker.place_signed_at(req, stamp)
             except OutcomeUnknown as exc:
-                await self._record(req.client_order_id, lease.token, "unknown", {"error": str(exc)})
+                await self.record(req.client_order_id, lease.token, "unknown", {"error": str(exc)})
                 continue
             except (OrderRejected, BrokerError) as exc:
                 body = {"error": str(exc), "code": refusal_code(exc)}
-                await self._record(req.client_order_id, lease.token, "rejected", body)
+                await self.record(req.client_order_id, lease.token, "rejected", body)
                 continue
             except Exception as exc:  # whatever failed, the request may have left: settle by asking
                 log.exception("order_send_failed", client_order_id=req.client_order_id)
-                await self._record(req.client_order_id, lease.token, "unknown", {"error": repr(exc)})
+                await self.record(req.client_order_id, lease.token, "unknown", {"error": repr(exc)})
                 continue
-            await self._record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
+            await self.record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
         return handled
 
-    async def _admitted(self, req: OrderRequest, lease: Lease) -> bool:
-        """The guard rails and the halt switch (cluster/leader_admission.py); a refusal is answered."""
+    async def admitted(self, client_order_id: str, value: Awaitable[Decimal], lease: Lease) -> bool:
+        """The guard rails (``value``: steps 1-6, the intent's value) and the halt switch with the daily
+        limit (cluster/leader_admission.py); a refusal is answered."""
+        cid = client_order_id
         try:
-            notional = await leader_admission.check(self.checks, req)
+            notional = await value
             async with self.db.transaction() as conn:
                 await leader_admission.admit(
-                    conn, lease, self.account, req, notional, self.checks.limits.max_daily_notional
+                    conn, lease, self.account, cid, notional, self.checks.limits.max_daily_notional
                 )
         except leader_admission.Refused as exc:
             self.refused += 1
             body = {"error": str(exc), "refused": True, "code": exc.code}
-            await self._record(req.client_order_id, lease.token, "rejected", body)
+            await self.record(cid, lease.token, "rejected", body)
             return False
         except (*UNREACHABLE, asyncpg.PostgresError) as exc:  # the halt switch and the limit were not read
-            log.warning("order_admission_failed", client_order_id=req.client_order_id, error=repr(exc))
+            log.warning("order_admission_failed", client_order_id=cid, error=repr(exc))
             why = "not sent: the halt switch and the daily limit could not be read (PostgreSQL unreachable); retry"
             body = {"error": why, "refused": True, "code": "NETWORK_ERROR"}
-            await self._record(req.client_order_id, lease.token, "rejected", body)
+            await self.record(cid, lease.token, "rejected", body)
             return False
         except LeaseLost:
             raise  # fenced out: the next leader settles this intent (it was not sent)
         except Exception as exc:  # fail closed: an order that could not be judged is not sent
-            log.exception("order_admission_failed", client_order_id=req.client_order_id)
+            log.exception("order_admission_failed", client_order_id=cid)
             why = f"order refused: it could not be checked ({type(exc).__name__}); nothing was sent"
             body = {"error": why, "refused": True, "code": "INTERNAL_ERROR"}
-            await self._record(req.client_order_id, lease.token, "rejected", body)
+            await self.record(cid, lease.token, "rejected", body)
             return False
         return True
 
@@ -237,7 +260,7 @@ class OrderLeader:
             return 0
         window = self.recv_window_s + self.settle_margin_s
         rows = await self.db.fetch(
-            "SELECT client_order_id, request, state, sender_token FROM cluster_order_intents WHERE account = $1"
+            "SELECT client_order_id, kind, request, state, sender_token FROM cluster_order_intents WHERE account = $1"
             " AND ((state = 'unknown' AND answered_at < clock_timestamp() - make_interval(secs => $3))"
             "  OR ($4 AND state = 'sending' AND sender_token < $2))",
             self.account,
@@ -247,6 +270,9 @@ class OrderLeader:
         )
         settled = 0
         for row in rows:
+            if row["kind"] == "list":
+                settled += await list_intents.settle(self, row)
+                continue
             req = REQUEST_JSON.validate_json(row["request"])
             try:
                 order = await self.broker.query(req.symbol, req.client_order_id)
@@ -262,11 +288,11 @@ class OrderLeader:
                     " it; not retried so that it can never be placed twice — place it again if still wanted"
                 }
                 state = "rejected"
-            if await self._record(req.client_order_id, int(row["sender_token"]), state, body, was=row["state"]):
+            if await self.record(req.client_order_id, int(row["sender_token"]), state, body, was=row["state"]):
                 settled += 1
         return settled
 
-    async def _record(
+    async def record(
         self, client_order_id: str, token: int, state: State, body: dict[str, Any], *, was: str | None = None
     ) -> bool:
         """Store the answer if the intent is still where we left it; wakes the waiting front.  PostgreSQL

@@ -47,7 +47,7 @@ import orjson
 import structlog
 from pydantic import TypeAdapter
 
-from brokers.models import ExchangeOrder, OrderRequest
+from brokers.models import ExchangeList, ExchangeOrder, ListRequest, OrderRequest
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, unreachable_as
 
@@ -101,6 +101,18 @@ ORDER_MIGRATIONS = Migrations(
                 WHERE state = 'queued'
             """,
         ),
+        (
+            4,
+            """
+            ALTER TABLE cluster_order_intents ADD COLUMN kind TEXT NOT NULL DEFAULT 'order'
+                CHECK (kind IN ('order', 'list'));
+            CREATE TABLE cluster_list_legs (
+                client_order_id TEXT PRIMARY KEY,
+                list_client_order_id TEXT NOT NULL REFERENCES cluster_order_intents (client_order_id),
+                leg TEXT NOT NULL
+            )
+            """,
+        ),
     ),
 )
 
@@ -108,6 +120,8 @@ INTENTS_CHANNEL = "cluster_order_intents"
 ANSWERS_CHANNEL = "cluster_order_answers"
 REQUEST_JSON = TypeAdapter(OrderRequest)
 ORDER_JSON = TypeAdapter(ExchangeOrder)
+LIST_REQUEST_JSON = TypeAdapter(ListRequest)
+LIST_JSON = TypeAdapter(ExchangeList)
 
 T = TypeVar("T")
 
@@ -126,6 +140,8 @@ class Answer:
     refused: bool = False
     code: str | None = None
     """A rejection's refusal code (brokers.trade_simulation.refusal_code), when the leader recorded one."""
+    order_list: ExchangeList | None = None
+    """A placed order list's view (a list intent: cluster/list_intents.py)."""
 
 
 def lease_name(account: str) -> str:
@@ -135,8 +151,15 @@ def lease_name(account: str) -> str:
 def _answer(row: asyncpg.Record) -> Answer:
     body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
+    order_list = LIST_JSON.validate_python(body["list"]) if body.get("list") is not None else None
     return Answer(
-        row["client_order_id"], row["state"], order, body.get("error"), bool(body.get("refused")), body.get("code")
+        row["client_order_id"],
+        row["state"],
+        order,
+        body.get("error"),
+        bool(body.get("refused")),
+        body.get("code"),
+        order_list,
     )
 
 
@@ -178,12 +201,18 @@ class OrderIntents:
         A client order id already recorded is refused (ValueError naming it): one id, one order.
         PostgreSQL unreachable: :class:`StorageUnavailable` — the intent was not recorded and nothing
         will be sent for it."""
+        used = f"client_order_id {req.client_order_id!r} was already used: choose a new one"
+        await self.record_with(lambda conn: record_intent_in(conn, account, req), used)
+
+    async def record_with(self, record: Callable[[asyncpg.Connection], Awaitable[None]], used: str) -> None:
+        """Run ``record`` (an intent's inserts) in one transaction: an id already recorded raises
+        ValueError(``used``); PostgreSQL unreachable: :class:`StorageUnavailable`, nothing recorded."""
         try:
             with unreachable_as("order not recorded, nothing sent", self.db.where):
                 async with self.db.transaction() as conn:
-                    await record_intent_in(conn, account, req)
+                    await record(conn)
         except asyncpg.UniqueViolationError as exc:
-            raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one") from exc
+            raise ValueError(used) from exc
 
     async def withdraw(self, client_order_id: str, why: str, *, queued_for_s: float = 0.0) -> bool:
         """Answer a still-queued intent ``rejected`` with ``why`` so no leader sends it (True); False

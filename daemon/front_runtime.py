@@ -33,8 +33,10 @@ A front keeps no state of its own, so any number of them can stand behind a load
 **trade_simulate** dry-runs legs with the order leader's guard rails on the mirrored balances;
 **trade_execute** sends its legs as order intents (cluster/front_desk.py).
 
-Not served by a front yet (tools answer with :data:`NOT_ON_FRONT`): order lists and brackets, and
-the dashboard — their stores have no PostgreSQL implementation (docs/cluster.md).
+**place_oco** records an order-list intent the leader sends (cluster/list_intents.py).  Not served
+by a front yet: brackets (``place_order`` with ``bracket`` says so) and the dashboard, whose stores
+have no PostgreSQL implementation (docs/cluster.md); a tool whose part is missing answers
+:data:`NOT_ON_FRONT`.
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -94,10 +96,10 @@ from mcp_bridge.tools import Services
 log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
-    "Not available on a cluster front yet: order lists (place_oco, brackets) run on a single-node daemon"
-    " (chartgen --serve --trade); a front places and cancels single orders (place_order, cancel_order,"
-    " trade_execute), simulates them (trade_simulate), schedules them (schedule_order), lists them"
-    " (get_orders), shows the positions, balances and portfolio (get_positions, get_balance,"
+    "Not available on a cluster front: this part runs on a single-node daemon (chartgen --serve --trade);"
+    " a front places and cancels orders and OCO lists (place_order without bracket, place_oco,"
+    " cancel_order, trade_execute), simulates them (trade_simulate), schedules them (schedule_order),"
+    " lists them (get_orders), shows the positions, balances and portfolio (get_positions, get_balance,"
     " get_portfolio), halts trading (halt_trading), keeps the journal (log_event, get_events) and routes"
     " notifications to channels (subscribe_notifications); see docs/cluster.md."
 )
@@ -270,7 +272,10 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         stack.push_async_callback(_leave, front)
         halt = ClusterHalt(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
         stack.push_async_callback(halt.close)
-        front_orders = FrontOrders(intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s)
+        venue = PublicVenue(rest, directory)
+        front_orders = FrontOrders(
+            intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s, last_price=venue.last_price
+        )
         services = Services(
             charts=charts,
             max_bars=settings.max_bars,
@@ -291,7 +296,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             misfire_grace_s=settings.schedule_misfire_grace_s,
         )
         services.front_account = view = AccountView(db, settings.cluster_account)
-        services.venue = venue = PublicVenue(rest, directory)
+        services.venue = venue
         services.front_simulation = FrontSimulation(db, settings.cluster_account, view, venue)
         services.front_legs = FrontLegs(front_orders, venue)
         services.market = market_data(settings, session)

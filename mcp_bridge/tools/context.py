@@ -46,6 +46,13 @@ class OrderPlacer(Protocol):
     async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]: ...
 
 
+class OcoPlacer(Protocol):
+    """What place_oco calls: the single node's order lists (brokers/order_lists.py), or a cluster
+    front's list intents (cluster/front_orders.py)."""
+
+    async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]: ...
+
+
 class LivePrices(Protocol):
     """Prices as a live engine gives them (a cluster front's: the workers' ticks on NATS,
     cluster/bus_prices.py): None when it has no fresh price of the symbol."""
@@ -151,6 +158,11 @@ class Services:
     def order_placer(self) -> OrderPlacer | None:
         """Where place_order and cancel_order go: the order service, else a front's order intents, else None."""
         return self.orders if self.orders is not None else self.front_orders
+
+    @property
+    def oco_placer(self) -> OcoPlacer | None:
+        """Where place_oco goes: the order service's lists, else a front's order intents, else None."""
+        return self.orders.lists if self.orders is not None else self.front_orders  # type: ignore[return-value]
 
     @property
     def account_reader(self) -> AccountReader | None:

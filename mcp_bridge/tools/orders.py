@@ -136,7 +136,9 @@ async def place_order(ctx: ToolContext, args: PlaceOrderArgs) -> ToolResult:
 
 
 async def place_oco(ctx: ToolContext, args: PlaceOcoArgs) -> ToolResult:
-    return await _answer("order", _svc(ctx).lists.place_parsed_oco(args.oco, owner=ctx.principal))
+    placer = ctx.services.oco_placer
+    assert placer is not None  # the unit's `needs` answered "not running" before
+    return await _answer("order", placer.place_parsed_oco(args.oco, owner=ctx.principal))
 
 
 async def cancel_order(ctx: ToolContext, args: CancelOrderArgs) -> ToolResult:
@@ -175,4 +177,4 @@ CHARTGEN_UNITS = (
     _unit("get_positions", GetPositionsArgs, get_positions, needs="account_reader"),
     _unit("get_balance", GetBalanceArgs, get_balance, needs="account_reader"),
 )
-PLACE_OCO = _unit("place_oco", PlaceOcoArgs, place_oco)
+PLACE_OCO = _unit("place_oco", PlaceOcoArgs, place_oco, needs="oco_placer")

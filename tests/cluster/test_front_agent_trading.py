@@ -4,17 +4,20 @@ process and a front on a real PostgreSQL, the simulator as the exchange, the MCP
 The leader's guard rails are set tighter than the front's own settings, so every refusal here shows
 that the front judged with the leader's (published with the account mirror), not its own:
 
-- trade_simulate fills legs on the mirrored balances at the venue's price with Binance's default fee,
-  counts earlier legs against the daily limit, refuses a leg over the leader's per-order limit, and
-  sends nothing;
+- trade_simulate fills legs on the mirrored balances at the venue's price with the account's
+  commission rates (the leader's mirror carries them), counts earlier legs against the daily limit,
+  refuses a leg over the leader's per-order limit, and sends nothing;
 - trade_execute sends each leg once as an order intent: a market leg filled (its fees those of the
   exchange's fills), a leg over the limit refused before the exchange (no order id, nothing sent),
   a resting limit leg open; a retried call with the same ``tool_call_id`` finds its legs and sends
-  nothing again; the executed legs then count against the daily limit in a simulation.
+  nothing again; the executed legs then count against the daily limit in a simulation;
+- place_oco at the front: the leader sends the list, get_orders lists its legs, cancel_order with the
+  list's id cancels both on the exchange.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
@@ -46,6 +49,13 @@ async def _call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, 
     body = result.structured_content
     assert body is not None, result.content[0].text
     return bool(result.is_error), body
+
+
+async def _chartgen(client: Client, tool: str, args: dict[str, Any]) -> Any:
+    """A chartgen tool's answer (JSON text)."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
 
 
 def _leg(qty: float, **extra: Any) -> dict[str, Any]:
@@ -159,6 +169,24 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
             assert failed and body["error"]["code"] == "RISK_LIMIT_EXCEEDED", body
             failed, body = await _call(client, "trade_simulate", {"trades": [_leg(0.15)]})
             assert not failed, body
+
+            # place_oco at the front (cluster/list_intents.py): the leader sends the list once; its legs
+            # are listed; cancel_order with the list's id cancels both on the exchange
+            oco = {"symbol": SYMBOL, "side": "sell", "quantity": 0.09}
+            prices = {"take_profit_price": round(p0 * 1.2, 2), "stop_price": round(p0 * 0.8, 2)}
+            placed = await _chartgen(client, "place_oco", oco | prices)
+            legs = [leg["order_id"] for leg in placed["legs"]]
+            assert placed["list_status"] == "EXECUTING" and len(legs) == 2
+            on_exchange = {o.client_order_id: o for o in sim.exchange.account.orders.values()}
+            assert {on_exchange[c].status for c in legs} == {"NEW"}
+            listed = await _chartgen(client, "get_orders", {"filter": "open"})
+            assert sorted(o["id"] for o in listed if o.get("list_id") == placed["list_id"]) == sorted(legs)
+            assert await _chartgen(client, "cancel_order", {"order_id": placed["list_id"]}) == {
+                "ok": True,
+                "list_id": placed["list_id"],
+            }
+            on_exchange = {o.client_order_id: o for o in sim.exchange.account.orders.values()}
+            assert {on_exchange[c].status for c in legs} == {"CANCELED"}
     finally:
         if front is not None:
             await front.stop()

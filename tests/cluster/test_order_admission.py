@@ -24,7 +24,7 @@ from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
 from config.postgres import PostgresDatabase
-from tests.cluster.test_order_leader import _broker, exchange_orders
+from tests.cluster.test_order_leader import exchange_orders, leader_broker
 
 ACCOUNT = "sim"
 
@@ -42,7 +42,7 @@ class Path:
         self.leader: OrderLeader | None = None
 
     async def start_leader(self, limits: SafetyLimits | None = None) -> OrderLeader:
-        self.broker = await _broker(self.sim)
+        self.broker = await leader_broker(self.sim)
         self.leader = OrderLeader(self.db, self.broker, account=ACCOUNT, member_id="m0", ttl_s=2.0, limits=limits)
         self.task = asyncio.create_task(run_leader(self.leader, self.stop, idle_s=0.2))
         return self.leader

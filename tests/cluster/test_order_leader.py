@@ -59,7 +59,8 @@ def exchange_orders(sim: Any) -> Counter[str]:
     return Counter(o.client_order_id for o in sim.exchange.account.orders.values())
 
 
-async def _broker(sim: Any) -> BinanceBroker:
+async def leader_broker(sim: Any) -> BinanceBroker:
+    """A Binance broker on the simulator with the tests' short recvWindow, its clock synced."""
     broker = BinanceBroker(
         api_key=DEFAULT_API_KEY,
         api_secret=DEFAULT_API_SECRET,
@@ -91,7 +92,7 @@ def check_exactly_once(answers: list[Answer | None], sim: Any) -> tuple[int, int
 async def test_two_candidates_one_sends_every_intent_once(orders_db: tuple[str, PostgresDatabase], sim: Any) -> None:
     dsn, db = orders_db
     pools = [await PostgresDatabase.open(dsn, min_size=1, max_size=3) for _ in range(2)]
-    brokers = [await _broker(sim) for _ in range(2)]
+    brokers = [await leader_broker(sim) for _ in range(2)]
     leaders = [
         OrderLeader(p, b, account=ACCOUNT, member_id=f"m{i}", ttl_s=TTL_S)
         for i, (p, b) in enumerate(zip(pools, brokers, strict=True))
@@ -157,7 +158,7 @@ async def test_the_leader_dies_or_pauses_mid_burst_and_nothing_is_doubled(
     dsn, db = orders_db
     old = await _leader_process(dsn, sim, "old")
     successor_db = await PostgresDatabase.open(dsn, min_size=1, max_size=3, idle_in_transaction_timeout_s=TTL_S / 2)
-    broker = await _broker(sim)
+    broker = await leader_broker(sim)
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
     try:
@@ -210,7 +211,7 @@ async def test_an_order_signed_before_a_pause_is_refused_as_stale(sim: Any) -> N
     re-signed with a fresh time (the broker's usual -1021 retry)."""
     from brokers.models import OrderRejected
 
-    broker = await _broker(sim)
+    broker = await leader_broker(sim)
     try:
         stale = broker.exchange_time_ms() - int(RECV_WINDOW_S * 1000) - 500
         with pytest.raises(OrderRejected, match="recvWindow"):
@@ -230,7 +231,7 @@ async def test_an_order_whose_answer_was_lost_is_settled_by_asking_the_exchange(
     from brokers.simulator.faults import OrderFault
 
     _, db = orders_db
-    broker = await _broker(sim)
+    broker = await leader_broker(sim)
     sim.exchange.faults.order_faults.append(OrderFault(kind="error_after_accept", count=2))
     leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=TTL_S, settle_margin_s=0.2)
     stop = asyncio.Event()
@@ -261,7 +262,7 @@ async def test_the_order_path_rides_out_a_postgres_outage(sim: Any) -> None:
 
     own = postgres_server()  # a server of its own: this test stops it
     server = await asyncio.to_thread(own.__enter__)
-    broker = await _broker(sim)
+    broker = await leader_broker(sim)
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
     db = leader_db = None
