@@ -16,8 +16,10 @@ Waiting is bounded twice:
   the client order id; the outcome is recorded when settled (never sent twice).
 
 ``place_oco`` records an order-list intent the same way (cluster/list_intents.py).  ``cancel_order``
-records a cancel request the leader carries out (cluster/cancels.py).  Not on fronts yet: brackets
-(their exit is placed when the entry fills, which needs the leader to watch fills; docs/cluster.md).
+records a cancel request the leader carries out (cluster/cancels.py).  A bracket on a limit entry goes
+out as one Binance OTOCO list intent (the exit works once the entry fills), as on a single node; on a
+market entry it is not built yet (the daemon's exit is placed when the entry fills, which needs the
+leader to watch fills; docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.binance_broker import BinanceBroker
+from brokers.brackets import exit_request
 from brokers.models import Actor, OrderRejected, OrderRequest, state_name
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused
@@ -38,8 +41,9 @@ from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
 
 NO_BRACKETS = (
-    "bracket is not available on a cluster front yet: place the entry alone, or use a single-node daemon"
-    " (chartgen --serve --trade) for brackets"
+    "a bracket on a market entry is not available on a cluster front yet: give the entry a limit price (a"
+    " limit entry and its exit go out as one Binance OTOCO list), place the entry alone, or use a single-node"
+    " daemon (chartgen --serve --trade)"
 )
 
 
@@ -67,7 +71,7 @@ class FrontOrders:
     ) -> dict[str, Any]:
         """The place_order tool's operation: raises OrderInputError (refused, nothing sent) or
         OrderRejected (the exchange refused it); otherwise the single node's answer."""
-        if bracket is not None:
+        if bracket is not None and order.type not in ("LIMIT", "LIMIT_MAKER"):
             raise OrderInputError(NO_BRACKETS)
         if order.client_order_id.startswith(UNATTENDED_PREFIX):
             raise OrderInputError(
@@ -76,6 +80,8 @@ class FrontOrders:
             )
         check_order_type(BinanceBroker, order.type)  # a cluster leads Binance accounts (FencedSender)
         req = dataclasses.replace(order, owner=owner)
+        if bracket is not None:
+            return await self._bracketed(req, bracket)
         cid = req.client_order_id
         answer = await self._answered(cid, self.intents.submit(self.account, req))
         if answer is None:
@@ -108,6 +114,39 @@ class FrontOrders:
         if answer.state == "rejected":
             raise OrderRefused(answer.error or "rejected") if answer.refused else OrderRejected(answer.error or "")
         return list_intents.list_result(answer, req)
+
+    async def _bracketed(self, entry: OrderRequest, bracket: dict[str, Decimal | None]) -> dict[str, Any]:
+        """A limit entry with its bracket: one OTOCO list intent (the entry working, the exit OCO pending
+        until the entry fills), the single node's answer: the entry's view with the list as ``bracket``."""
+        req = exit_request(entry, bracket, working=True)
+        cid = entry.client_order_id
+        answer = await self._answered(req.list_client_id, list_intents.submit_list(self.intents, self.account, req))
+        if answer is None:
+            return {
+                "order_id": cid,
+                "status": "Pending",
+                "exchange_status": "UNKNOWN",
+                "bracket": {"list_id": req.list_client_id, "kind": req.kind, "list_status": "PENDING", "legs": []},
+                "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
+                " it is never sent twice",
+            }
+        if answer.state == "rejected":
+            raise OrderRefused(answer.error or "rejected") if answer.refused else OrderRejected(answer.error or "")
+        out = list_intents.list_result(answer, req)
+        seen = next(
+            (o for o in (answer.order_list.orders if answer.order_list else ()) if o.client_order_id == cid), None
+        )
+        status = seen.status if seen is not None and seen.status else "NEW"
+        avg = seen.cumulative_quote / seen.executed_qty if seen is not None and seen.executed_qty > 0 else None
+        entry_view = {
+            "order_id": cid,
+            "status": state_name(status),
+            "client_order_id": cid,
+            "exchange_status": status,
+            "filled_quantity": float(seen.executed_qty) if seen is not None else 0.0,
+            "fill_price": None if avg is None else float(avg),
+        }
+        return {**entry_view, "bracket": out}
 
     async def _answered(self, cid: str, submit: Awaitable[None]) -> Answer | None:
         """Record the intent (``submit``) and wait for the leader's answer: withdrawn (refused) when no

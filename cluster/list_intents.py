@@ -23,8 +23,10 @@ states of an order's intent and keeps their guarantees (cluster/orders.py):
 - **Cancelling** (cluster/cancels.py): ``cancel_order`` with the list id or one leg's id cancels
   the whole list (``DELETE orderList``), as on a single node.
 
-Brackets (``place_order`` with ``bracket``) are not built on a cluster yet: their exit is placed
-when the entry fills, which needs the leader to watch fills (cluster/front_orders.py says so).
+A bracket on a limit entry (``place_order`` with ``bracket``) is one OTOCO list intent — the entry
+working, its exit pending — as a single node sends it (cluster/front_orders.py).  On a market entry
+it is not built on a cluster yet: the daemon's exit is placed when the entry fills, which needs the
+leader to watch fills.
 """
 
 from __future__ import annotations
@@ -67,7 +69,14 @@ LIVE = "EXECUTING"
 # --- a front's side ---------------------------------------------------------------------------
 async def record_list_in(conn: asyncpg.Connection, account: str, req: ListRequest) -> None:
     """Inside the caller's transaction: a ``queued`` list intent and its legs, the leader woken at
-    commit.  A list or leg id already recorded raises ``UniqueViolationError``."""
+    commit.  A list or leg id already recorded raises ``UniqueViolationError`` (ValueError: a leg id
+    that is an order's)."""
+    ids = [leg.client_order_id for leg, _ in legs_of(req)]
+    taken = await conn.fetchval(
+        "SELECT client_order_id FROM cluster_order_intents WHERE client_order_id = ANY($1::text[]) LIMIT 1", ids
+    )
+    if taken is not None:
+        raise ValueError(f"client_order_id {taken!r} was already used: choose a new one")
     await conn.execute(
         "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state, kind)"
         " VALUES ($1, $2, $3, $4, 'queued', 'list')",

@@ -171,6 +171,10 @@ async def record_intent_in(
     A client order id already recorded raises ``UniqueViolationError``, or with ``if_absent`` is
     left as it is (an alert action's id is derived from its alert: recorded at most once)."""
     conflict = " ON CONFLICT (client_order_id) DO NOTHING" if if_absent else ""
+    if not if_absent and await conn.fetchval(
+        "SELECT 1 FROM cluster_list_legs WHERE client_order_id = $1", req.client_order_id
+    ):  # a leg of an order list (a bracket's entry, say)
+        raise ValueError(f"client_order_id {req.client_order_id!r} was already used: choose a new one")
     await conn.execute(
         "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state)"
         " VALUES ($1, $2, $3, $4, 'queued')" + conflict,

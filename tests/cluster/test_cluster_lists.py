@@ -142,6 +142,71 @@ async def test_an_oco_at_a_front_is_sent_once_followed_and_cancelled_whole(
         await broker.close()
 
 
+async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
+    sim: Any, cluster: tuple[str, PostgresDatabase]
+) -> None:
+    """place_order with a bracket at a front: a limit entry and its exit as one OTOCO list (the exit
+    works once the entry fills, on the exchange); a market entry's bracket is refused before anything
+    is recorded; the entry's id cannot be used again; the mirror follows the entry's fill."""
+    _, db = cluster
+    broker = await leader_broker(sim)
+    price = 65000.0
+    leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0)
+    mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
+    intents = OrderIntents(db)
+    front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
+    view = AccountView(db, ACCOUNT)
+    bracket = {
+        "take_profit": Decimal(f"{price * 1.05:.2f}"),
+        "stop_loss": Decimal(f"{price * 0.9:.2f}"),
+        "stop_limit": None,
+    }
+
+    def entry(order_type: str, cid: str) -> OrderRequest:
+        limit = None if order_type == "MARKET" else Decimal(f"{price * 0.98:.2f}")
+        tif = None if order_type == "MARKET" else "GTC"
+        return OrderRequest(SYMBOL, "BUY", order_type, cid, quantity=Decimal("0.002"), price=limit, time_in_force=tif)  # type: ignore[arg-type]
+
+    # an OTOCO's exit sells the entry's quantity: the entry's base-asset fee must come from BTC already held
+    await broker.place(OrderRequest(SYMBOL, "BUY", "MARKET", "bk-fee", quantity=Decimal("0.001")))
+    try:
+        with pytest.raises(OrderInputError, match="a bracket on a market entry is not available on a cluster front"):
+            await front.place_parsed(entry("MARKET", "bk-market"), bracket, owner="alice")
+        assert await db.fetchval("SELECT COUNT(*) FROM cluster_order_intents") == 0
+
+        placed = await front.place_parsed(entry("LIMIT", "bk-entry"), bracket, owner="alice")
+        assert (placed["order_id"], placed["status"], placed["exchange_status"]) == ("bk-entry", "Open", "NEW")
+        assert placed["bracket"]["kind"] == "OTOCO"
+        assert [leg["leg"] for leg in placed["bracket"]["legs"]] == ["working", "take_profit", "stop"]
+        on_exchange = _lists_on_exchange(sim)
+        assert list(on_exchange) == [placed["bracket"]["list_id"]]
+        assert sim.exchange.requests["POST /api/v3/orderList/otoco"] == 1
+        assert _on_exchange(sim)["bk-entry"].status == "NEW"
+        with pytest.raises(OrderRefused, match="already used"):
+            await front.place_parsed(entry("LIMIT", "bk-entry"), None, owner="alice")
+
+        sim.exchange.trade(SYMBOL, price * 0.97, 0.01)  # the entry fills: its exit starts working
+        assert _on_exchange(sim)["bk-entry"].status == "FILLED"
+        await mirror.refresh()
+        legs = {o["leg"]: o for o in await view.get_orders("all", actor=ALICE)}
+        assert legs["working"]["status"] == "FILLED" and legs["working"]["filled_quantity"] == 0.002
+        assert (legs["take_profit"]["state"], legs["stop"]["state"]) == ("Open", "Open")
+
+        assert await front.cancel_order("bk-entry", actor=ALICE) == {
+            "ok": True,
+            "list_id": placed["bracket"]["list_id"],
+        }
+        exits = [leg["order_id"] for leg in placed["bracket"]["legs"][1:]]
+        assert {_on_exchange(sim)[c].status for c in exits} == {"CANCELED"}
+    finally:
+        stop.set()
+        await task
+        await intents.close()
+        await broker.close()
+
+
 async def test_a_list_a_former_leader_may_have_sent_is_settled_by_its_id(
     sim: Any, cluster: tuple[str, PostgresDatabase]
 ) -> None:
