@@ -9,6 +9,7 @@ sent again.  The exchange's own records (the simulator's lists and requests) are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -41,6 +42,23 @@ async def sim() -> AsyncIterator[Any]:
         yield running
 
 
+@contextlib.asynccontextmanager
+async def leading(db: PostgresDatabase, broker: Any, **options: Any) -> AsyncIterator[tuple[OrderLeader, OrderIntents]]:
+    """An order leader of ACCOUNT running in this process, and the fronts' intents; both stopped, and
+    ``broker`` closed, at the end."""
+    leader = OrderLeader(db, broker, account=ACCOUNT, ttl_s=2.0, **options)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
+    intents = OrderIntents(db)
+    try:
+        yield leader, intents
+    finally:
+        stop.set()
+        await task
+        await intents.close()
+        await broker.close()
+
+
 def _oco(qty: str, tp: float, stop: float) -> dict[str, Any]:
     return parse_oco(
         {
@@ -68,16 +86,11 @@ async def test_an_oco_at_a_front_is_sent_once_followed_and_cancelled_whole(
     _, db = cluster
     broker = await leader_broker(sim)
     price = 65000.0
-    leader = OrderLeader(
-        db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0, limits=SafetyLimits(Decimal(price * 0.01), None)
-    )
-    mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
-    intents = OrderIntents(db)
-    front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
-    view = AccountView(db, ACCOUNT)
-    try:
+    limits = SafetyLimits(Decimal(price * 0.01), None)
+    async with leading(db, broker, member_id="m", limits=limits) as (leader, intents):
+        mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
+        front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
+        view = AccountView(db, ACCOUNT)
         bought = OrderRequest(SYMBOL, "BUY", "MARKET", f"buy-{uuid.uuid4().hex[:8]}", quantity=Decimal("0.009"))
         assert (await front.place_parsed(bought, None, owner="alice"))["status"] == "Filled"
 
@@ -135,11 +148,6 @@ async def test_an_oco_at_a_front_is_sent_once_followed_and_cancelled_whole(
             ("BUY", Decimal("0.009")),
             ("SELL", Decimal("0.003")),
         ]
-    finally:
-        stop.set()
-        await task
-        await intents.close()
-        await broker.close()
 
 
 async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
@@ -151,13 +159,6 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
     _, db = cluster
     broker = await leader_broker(sim)
     price = 65000.0
-    leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0)
-    mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
-    intents = OrderIntents(db)
-    front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
-    view = AccountView(db, ACCOUNT)
     bracket = {
         "take_profit": Decimal(f"{price * 1.05:.2f}"),
         "stop_loss": Decimal(f"{price * 0.9:.2f}"),
@@ -171,7 +172,10 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
 
     # an OTOCO's exit sells the entry's quantity: the entry's base-asset fee must come from BTC already held
     await broker.place(OrderRequest(SYMBOL, "BUY", "MARKET", "bk-fee", quantity=Decimal("0.001")))
-    try:
+    async with leading(db, broker, member_id="m") as (leader, intents):
+        mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
+        front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
+        view = AccountView(db, ACCOUNT)
         with pytest.raises(OrderInputError, match="a bracket on a market entry is not available on a cluster front"):
             await front.place_parsed(entry("MARKET", "bk-market"), bracket, owner="alice")
         assert await db.fetchval("SELECT COUNT(*) FROM cluster_order_intents") == 0
@@ -200,11 +204,6 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
         }
         exits = [leg["order_id"] for leg in placed["bracket"]["legs"][1:]]
         assert {_on_exchange(sim)[c].status for c in exits} == {"CANCELED"}
-    finally:
-        stop.set()
-        await task
-        await intents.close()
-        await broker.close()
 
 
 async def test_a_list_a_former_leader_may_have_sent_is_settled_by_its_id(
@@ -227,11 +226,7 @@ async def test_a_list_a_former_leader_may_have_sent_is_settled_by_its_id(
         )
     await broker.place_list(reqs[0])  # the dead leader's request that arrived
     sent = sim.exchange.requests["POST /api/v3/orderList/oco"]
-    leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m2", ttl_s=2.0, settle_margin_s=0.2)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_leader(leader, stop, idle_s=0.1))
-    intents = OrderIntents(db)
-    try:
+    async with leading(db, broker, member_id="m2", settle_margin_s=0.2) as (_, intents):
         found, absent = [await intents.wait_answer(r.list_client_id, 30) for r in reqs]
         assert found is not None and found.state == "placed" and found.order_list is not None
         assert {o.client_order_id for o in found.order_list.orders} == {reqs[0].take_profit.client_order_id,
@@ -240,11 +235,6 @@ async def test_a_list_a_former_leader_may_have_sent_is_settled_by_its_id(
         assert sim.exchange.requests["POST /api/v3/orderList/oco"] == sent  # nothing sent again
         assert list(_lists_on_exchange(sim)) == [reqs[0].list_client_id]
         await until(lambda: _settled(db), 10.0)
-    finally:
-        stop.set()
-        await task
-        await intents.close()
-        await broker.close()
 
 
 async def _settled(db: PostgresDatabase) -> bool:
