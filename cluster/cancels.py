@@ -32,7 +32,7 @@ import structlog
 from brokers.models import OPEN, Actor, BrokerError, ExchangeList, ExchangeOrder, OrderRejected, state_name
 from brokers.order_args import OrderInputError
 from brokers.protocol import Broker
-from cluster import list_intents
+from cluster import bracket_exits, list_intents
 from cluster.lease import Lease
 from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
 from config.postgres import PostgresDatabase, unreachable_as
@@ -74,12 +74,20 @@ async def request_cancel(
             )
         if row is None or not actor.may_act_on(row["owner"]):
             raise OrderInputError(f"order not found: {order_id}")
+        if row["state"] == "waiting":  # a bracket's exit not sent yet (cluster/bracket_exits.py): never sent
+            why = "bracket void: cancelled (cancel_order) before its entry filled; nothing was sent"
+            with unreachable_as("order not cancelled", db.where):
+                if await bracket_exits.void_waiting(db, order_id, why):
+                    return {"ok": True, "list_id": order_id}
+            continue
         if row["state"] != "queued":
             break
         if await intents.withdraw(order_id, "order cancelled (cancel_order) before it was sent; nothing was sent"):
             return {"ok": True}
     state = row["state"]
-    if state in ("queued", "sending", "unknown"):
+    if state == "void":
+        raise OrderInputError("invalid transition: Void \u2192 Cancelled")
+    if state in ("queued", "sending", "unknown", "waiting"):
         raise OrderInputError(
             f"order {order_id} is being sent and its outcome is not known yet: cancel it again in a few seconds"
         )

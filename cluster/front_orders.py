@@ -18,8 +18,8 @@ Waiting is bounded twice:
 ``place_oco`` records an order-list intent the same way (cluster/list_intents.py).  ``cancel_order``
 records a cancel request the leader carries out (cluster/cancels.py).  A bracket on a limit entry goes
 out as one Binance OTOCO list intent (the exit works once the entry fills), as on a single node; on a
-market entry it is not built yet (the daemon's exit is placed when the entry fills, which needs the
-leader to watch fills; docs/cluster.md).
+market entry the entry's intent and its exit OCO's are recorded together and the leader places the
+exit once the entry filled (cluster/bracket_exits.py).
 """
 
 from __future__ import annotations
@@ -36,15 +36,9 @@ from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused
 from brokers.order_lists import check_order_type, new_oco
 from brokers.service import UNATTENDED_PREFIX
-from cluster import list_intents
+from cluster import bracket_exits, list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
-
-NO_BRACKETS = (
-    "a bracket on a market entry is not available on a cluster front yet: give the entry a limit price (a"
-    " limit entry and its exit go out as one Binance OTOCO list), place the entry alone, or use a single-node"
-    " daemon (chartgen --serve --trade)"
-)
 
 
 class FrontOrders:
@@ -71,8 +65,6 @@ class FrontOrders:
     ) -> dict[str, Any]:
         """The place_order tool's operation: raises OrderInputError (refused, nothing sent) or
         OrderRejected (the exchange refused it); otherwise the single node's answer."""
-        if bracket is not None and order.type not in ("LIMIT", "LIMIT_MAKER"):
-            raise OrderInputError(NO_BRACKETS)
         if order.client_order_id.startswith(UNATTENDED_PREFIX):
             raise OrderInputError(
                 f"client_order_id may not start with {UNATTENDED_PREFIX!r} (reserved for alert actions and "
@@ -80,19 +72,30 @@ class FrontOrders:
             )
         check_order_type(BinanceBroker, order.type)  # a cluster leads Binance accounts (FencedSender)
         req = dataclasses.replace(order, owner=owner)
-        if bracket is not None:
+        if bracket is not None and order.type in ("LIMIT", "LIMIT_MAKER"):
             return await self._bracketed(req, bracket)
         cid = req.client_order_id
-        answer = await self._answered(cid, self.intents.submit(self.account, req))
+        exit_oco = None if bracket is None else exit_request(req, bracket, working=False)
+        if exit_oco is None:
+            submit = self.intents.submit(self.account, req)
+        else:  # the exit OCO waits for the entry's fill (cluster/bracket_exits.py)
+            submit = bracket_exits.submit_bracket(self.intents, self.account, req, exit_oco)
+        answer = await self._answered(cid, submit)
         if answer is None:
-            return {
+            out: dict[str, Any] = {
                 "order_id": cid,
                 "status": "Pending",
                 "exchange_status": "UNKNOWN",
                 "note": "the order leader took the order but has not answered yet (a leader change is settling it);"
                 " it is never sent twice",
             }
-        return placed_result(answer)
+        else:
+            out = placed_result(answer)
+        if exit_oco is not None:
+            filled = answer is not None and answer.order is not None and answer.order.status == "FILLED"
+            wait_s = self.answer_wait_s if filled else 0.0
+            out["bracket"] = await bracket_exits.exit_view(self.intents, self.account, exit_oco, wait_s=wait_s)
+        return out
 
     async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]:
         """The place_oco tool's operation (cluster/list_intents.py): the single node's checks and answer;

@@ -73,6 +73,15 @@ async def check_list(checks: OrderChecks, req: ListRequest) -> Decimal:
     return max(value["take_profit"], value["stop"]) + value.get("working", Decimal(0))
 
 
+async def check_bracket(checks: OrderChecks, entry: OrderRequest, exit_oco: ListRequest) -> Decimal:
+    """Steps 1-6 on an entry and both legs of the exit OCO placed once it fills (one reference
+    price); the value counted — the entry plus the larger exit leg, as a single node's guard counts
+    a bracket (brokers/guard.py ``admit_bracket``) — or :class:`Refused`."""
+    with _refusals():
+        _, _, values = await checks.check_legs(entry.symbol, [entry, exit_oco.take_profit, exit_oco.stop])
+    return values[0] + max(values[1], values[2])
+
+
 @contextlib.contextmanager
 def _refusals() -> Iterator[None]:
     """The guard's exceptions as :class:`Refused` with the single node's messages."""

@@ -25,8 +25,8 @@ states of an order's intent and keeps their guarantees (cluster/orders.py):
 
 A bracket on a limit entry (``place_order`` with ``bracket``) is one OTOCO list intent — the entry
 working, its exit pending — as a single node sends it (cluster/front_orders.py).  On a market entry
-it is not built on a cluster yet: the daemon's exit is placed when the entry fills, which needs the
-leader to watch fills.
+the exit is an OCO list intent ``waiting`` for the entry's fill, released by the leader
+(cluster/bracket_exits.py); :func:`settle` arms such an exit again when the exchange never received it.
 """
 
 from __future__ import annotations
@@ -67,10 +67,13 @@ LIVE = "EXECUTING"
 
 
 # --- a front's side ---------------------------------------------------------------------------
-async def record_list_in(conn: asyncpg.Connection, account: str, req: ListRequest) -> None:
+async def record_list_in(
+    conn: asyncpg.Connection, account: str, req: ListRequest, *, entry_client_order_id: str | None = None
+) -> None:
     """Inside the caller's transaction: a ``queued`` list intent and its legs, the leader woken at
-    commit.  A list or leg id already recorded raises ``UniqueViolationError`` (ValueError: a leg id
-    that is an order's)."""
+    commit — or, with ``entry_client_order_id``, a bracket's exit ``waiting`` for that entry's fill
+    (cluster/bracket_exits.py).  A list or leg id already recorded raises ``UniqueViolationError``
+    (ValueError: a leg id that is an order's)."""
     ids = [leg.client_order_id for leg, _ in legs_of(req)]
     taken = await conn.fetchval(
         "SELECT client_order_id FROM cluster_order_intents WHERE client_order_id = ANY($1::text[]) LIMIT 1", ids
@@ -78,12 +81,14 @@ async def record_list_in(conn: asyncpg.Connection, account: str, req: ListReques
     if taken is not None:
         raise ValueError(f"client_order_id {taken!r} was already used: choose a new one")
     await conn.execute(
-        "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state, kind)"
-        " VALUES ($1, $2, $3, $4, 'queued', 'list')",
+        "INSERT INTO cluster_order_intents (client_order_id, account, owner, request, state, kind,"
+        " entry_client_order_id) VALUES ($1, $2, $3, $4, $5, 'list', $6)",
         req.list_client_id,
         account,
         req.owner,
         LIST_REQUEST_JSON.dump_json(req).decode(),
+        "queued" if entry_client_order_id is None else "waiting",
+        entry_client_order_id,
     )
     await conn.executemany(
         "INSERT INTO cluster_list_legs (client_order_id, list_client_order_id, leg) VALUES ($1, $2, $3)",
@@ -136,6 +141,8 @@ def leg_listings(r: Any) -> list[dict[str, Any]]:
     lst = LIST_JSON.validate_python(body["list"]) if body.get("list") is not None else None
     views = {o.client_order_id: o for o in lst.orders} if lst is not None else {}
     out = []
+    if r["state"] == "void":
+        return []  # a bracket's exit that was never sent: no legs on the exchange
     for leg, role in legs_of(req):
         seen = views.get(leg.client_order_id)
         if r["state"] == "rejected":
@@ -169,6 +176,12 @@ async def send(leader: OrderLeader, request_json: str, lease: Lease) -> bool:
     cid = req.list_client_id
     if not await leader.admitted(cid, leader_admission.check_list(leader.checks, req), lease):
         return True  # answered with the refusal
+    return await send_claimed(leader, req, lease)
+
+
+async def send_claimed(leader: OrderLeader, req: ListRequest, lease: Lease) -> bool:
+    """Send a list intent this leader claimed and admitted, recording the answer (:func:`send`)."""
+    cid = req.list_client_id
     stamp = leader.broker.exchange_time_ms()
     if not lease.may_act():
         log.warning("order_leader_stopped_sending", account=leader.account, list_client_id=cid)
@@ -203,6 +216,8 @@ async def settle(leader: OrderLeader, row: Any) -> int:
     if found is not None:
         body: dict[str, Any] = {"list": LIST_JSON.dump_python(found)}
         state = "placed"
+    elif row["entry_client_order_id"] is not None:  # a bracket's exit protects a filled entry: armed again
+        return await _rearm(leader, row)
     else:
         body = {
             "error": "not sent: the order leader stopped while sending the order list and the exchange never"
@@ -211,6 +226,21 @@ async def settle(leader: OrderLeader, row: Any) -> int:
         state = "rejected"
     recorded = await leader.record(req.list_client_id, int(row["sender_token"]), state, body, was=row["state"])
     return 1 if recorded else 0
+
+
+async def _rearm(leader: OrderLeader, row: Any) -> int:
+    """A bracket's exit the exchange never received (its sender died, or the answer was lost) goes back
+    to ``waiting``: the release sweep (cluster/bracket_exits.py) claims and sends it again, halt switch
+    checked.  Safe only now — no request of the earlier send can still be accepted (``settle``'s wait)."""
+    tag = await leader.db.execute(
+        "UPDATE cluster_order_intents SET state = 'waiting', sender_token = NULL, claimed_at = NULL, answer = NULL,"
+        " answered_at = NULL WHERE client_order_id = $1 AND sender_token = $2 AND state = $3",
+        row["client_order_id"],
+        row["sender_token"],
+        row["state"],
+    )
+    log.warning("bracket_exit_rearmed", list_client_id=row["client_order_id"], was=row["state"])
+    return 0 if tag.endswith(" 0") else 1
 
 
 async def refresh_lists(

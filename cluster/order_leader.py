@@ -1,7 +1,8 @@
 """The order leader of an exchange account in a cluster: holds the lease ``orders/<account>``,
 admits each queued intent (the guard rails and the halt switch: cluster/leader_admission.py),
 sends it signed at the moment of its lease check, one at a time, and settles the intents a former
-leader (or a lost answer) left unanswered; it also carries out the halt switch's cancel-open
+leader (or a lost answer) left unanswered; it releases a bracket's exit once its entry filled
+(cluster/bracket_exits.py); it also carries out the halt switch's cancel-open
 requests and clients' cancel requests (cluster/cancels.py).  cluster/orders.py explains the
 protocol and why it never sends an order twice.
 
@@ -35,12 +36,13 @@ from brokers.models import (
 from brokers.order_checks import OrderChecks, SafetyLimits
 from brokers.protocol import Broker
 from brokers.trade_simulation import refusal_code
-from cluster import cancels, leader_admission, list_intents
+from cluster import bracket_exits, cancels, leader_admission, list_intents
 from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
 from cluster.orders import (
     ANSWERS_CHANNEL,
     INTENTS_CHANNEL,
+    LIST_REQUEST_JSON,
     ORDER_JSON,
     ORDER_MIGRATIONS,
     REQUEST_JSON,
@@ -126,6 +128,7 @@ class OrderLeader:
         await self.cancel_open_if_asked()
         await self.settle()
         handled = await self.send_queued()
+        await bracket_exits.release_due(self)
         if self.lease is not None:
             self.cancelled += await cancels.carry_out(self.db, self.broker, self.lease, self.account)
         return handled
@@ -179,7 +182,8 @@ class OrderLeader:
                 "UPDATE cluster_order_intents SET state = 'sending', sender_token = $3, claimed_at = clock_timestamp()"
                 " WHERE client_order_id IN (SELECT client_order_id FROM cluster_order_intents"
                 "  WHERE account = $1 AND state = 'queued' ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-                " RETURNING client_order_id, kind, request, created_at",
+                " RETURNING client_order_id, kind, request, created_at, (SELECT x.request FROM cluster_order_intents x"
+                "  WHERE x.entry_client_order_id = cluster_order_intents.client_order_id) AS exit_request",
                 self.account,
                 self.batch,
                 lease.token,
@@ -192,7 +196,13 @@ class OrderLeader:
                 handled += 1
                 continue
             req = REQUEST_JSON.validate_json(row["request"])
-            if not await self.admitted(req.client_order_id, leader_admission.check(self.checks, req), lease):
+            exit_oco = None if row["exit_request"] is None else LIST_REQUEST_JSON.validate_json(row["exit_request"])
+            value = (  # a bracket's entry: its exit is checked and counted with it
+                leader_admission.check(self.checks, req)
+                if exit_oco is None
+                else leader_admission.check_bracket(self.checks, req, exit_oco)
+            )
+            if not await self.admitted(req.client_order_id, value, lease):
                 handled += 1  # answered with the refusal
                 continue
             stamp = self.broker.exchange_time_ms()
@@ -260,7 +270,8 @@ class OrderLeader:
             return 0
         window = self.recv_window_s + self.settle_margin_s
         rows = await self.db.fetch(
-            "SELECT client_order_id, kind, request, state, sender_token FROM cluster_order_intents WHERE account = $1"
+            "SELECT client_order_id, kind, request, state, sender_token, entry_client_order_id"
+            " FROM cluster_order_intents WHERE account = $1"
             " AND ((state = 'unknown' AND answered_at < clock_timestamp() - make_interval(secs => $3))"
             "  OR ($4 AND state = 'sending' AND sender_token < $2))",
             self.account,

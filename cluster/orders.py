@@ -3,6 +3,8 @@ of the exchange account sends it — once, whoever dies when.
 
 An intent (``cluster_order_intents``, keyed by our client order id) moves
 ``queued`` → ``sending`` → ``placed`` | ``rejected`` (| ``unknown`` → ``placed`` | ``rejected``).
+A bracket's exit OCO starts ``waiting`` for its entry's fill and is claimed from there (``sending``),
+or ends ``void`` when its entry did not fill (cluster/bracket_exits.py).
 
 - :meth:`OrderIntents.submit` (a front, on ``place_order``) inserts a ``queued`` intent and
   notifies the leader; :meth:`OrderIntents.wait_answer` waits for its answer (``LISTEN`` on
@@ -113,6 +115,20 @@ ORDER_MIGRATIONS = Migrations(
             )
             """,
         ),
+        (
+            5,
+            """
+            ALTER TABLE cluster_order_intents DROP CONSTRAINT cluster_order_intents_state_check;
+            ALTER TABLE cluster_order_intents ADD CONSTRAINT cluster_order_intents_state_check
+                CHECK (state IN ('queued', 'sending', 'unknown', 'placed', 'rejected', 'waiting', 'void'));
+            ALTER TABLE cluster_order_intents ADD COLUMN entry_client_order_id TEXT
+                REFERENCES cluster_order_intents (client_order_id);
+            CREATE INDEX cluster_order_intents_waiting ON cluster_order_intents (account, created_at)
+                WHERE state = 'waiting';
+            CREATE UNIQUE INDEX cluster_order_intents_exit ON cluster_order_intents (entry_client_order_id)
+                WHERE entry_client_order_id IS NOT NULL
+            """,
+        ),
     ),
 )
 
@@ -125,7 +141,8 @@ LIST_JSON = TypeAdapter(ExchangeList)
 
 T = TypeVar("T")
 
-State = Literal["queued", "sending", "unknown", "placed", "rejected"]
+State = Literal["queued", "sending", "unknown", "placed", "rejected", "waiting", "void"]
+"""``waiting`` / ``void``: a bracket's exit before its entry filled / never to be sent (cluster/bracket_exits.py)."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +165,7 @@ def lease_name(account: str) -> str:
     return f"orders/{account}"
 
 
-def _answer(row: asyncpg.Record) -> Answer:
+def answer_of(row: asyncpg.Record) -> Answer:
     body: dict[str, Any] = orjson.loads(row["answer"]) if row["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
     order_list = LIST_JSON.validate_python(body["list"]) if body.get("list") is not None else None
@@ -234,6 +251,12 @@ class OrderIntents:
                 )
                 if tag.endswith(" 0"):
                     return False
+                await conn.execute(  # a bracket's exit waiting for this entry is never sent either
+                    "UPDATE cluster_order_intents SET state = 'void', answer = $2, answered_at = clock_timestamp()"
+                    " WHERE entry_client_order_id = $1 AND state = 'waiting'",
+                    client_order_id,
+                    orjson.dumps({"error": f"bracket void: its entry was not sent ({why})"}).decode(),
+                )
                 await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, client_order_id)
         return True
 
@@ -252,7 +275,7 @@ class OrderIntents:
         )
         if row is None or row["state"] not in ("placed", "rejected"):
             return None
-        return _answer(row)
+        return answer_of(row)
 
     async def owned(self, client_order_id: str) -> tuple[str | None, Answer] | None:
         """The intent's owner and where it stands (an :class:`Answer` whose ``order`` is None until it
@@ -262,7 +285,7 @@ class OrderIntents:
                 "SELECT client_order_id, owner, state, answer FROM cluster_order_intents WHERE client_order_id = $1",
                 client_order_id,
             )
-        return None if row is None else (row["owner"], _answer(row))
+        return None if row is None else (row["owner"], answer_of(row))
 
     def _on_answer(self, payload: str) -> None:
         for event in self._waiters.get(payload, ()):

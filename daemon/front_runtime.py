@@ -34,9 +34,10 @@ A front keeps no state of its own, so any number of them can stand behind a load
 **trade_execute** sends its legs as order intents (cluster/front_desk.py).
 
 **place_oco**, and ``place_order`` with a bracket on a limit entry (an OTOCO), record an order-list
-intent the leader sends (cluster/list_intents.py).  Not served by a front yet: a bracket on a market
-entry (``place_order`` says so) and the dashboard, whose stores have no PostgreSQL implementation
-(docs/cluster.md); a tool whose part is missing answers :data:`NOT_ON_FRONT`.
+intent the leader sends (cluster/list_intents.py); a bracket on a market entry records the entry with
+its exit OCO, which the leader places once the entry filled (cluster/bracket_exits.py).  Not served by
+a front yet: the dashboard, whose stores have no PostgreSQL implementation (docs/cluster.md); a tool
+whose part is missing answers :data:`NOT_ON_FRONT`.
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -97,7 +98,7 @@ log = structlog.get_logger(__name__)
 
 NOT_ON_FRONT = (
     "Not available on a cluster front: this part runs on a single-node daemon (chartgen --serve --trade);"
-    " a front places and cancels orders and OCO lists (place_order — brackets on limit entries — place_oco,"
+    " a front places and cancels orders and OCO lists (place_order with brackets, place_oco,"
     " cancel_order, trade_execute), simulates them (trade_simulate), schedules them (schedule_order),"
     " lists them (get_orders), shows the positions, balances and portfolio (get_positions, get_balance,"
     " get_portfolio), halts trading (halt_trading), keeps the journal (log_event, get_events) and routes"

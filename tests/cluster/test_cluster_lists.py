@@ -154,8 +154,8 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
     sim: Any, cluster: tuple[str, PostgresDatabase]
 ) -> None:
     """place_order with a bracket at a front: a limit entry and its exit as one OTOCO list (the exit
-    works once the entry fills, on the exchange); a market entry's bracket is refused before anything
-    is recorded; the entry's id cannot be used again; the mirror follows the entry's fill."""
+    works once the entry fills, on the exchange); the entry's id cannot be used again; the mirror
+    follows the entry's fill.  (Market entries: tests/cluster/test_cluster_brackets.py.)"""
     _, db = cluster
     broker = await leader_broker(sim)
     price = 65000.0
@@ -166,9 +166,8 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
     }
 
     def entry(order_type: str, cid: str) -> OrderRequest:
-        limit = None if order_type == "MARKET" else Decimal(f"{price * 0.98:.2f}")
-        tif = None if order_type == "MARKET" else "GTC"
-        return OrderRequest(SYMBOL, "BUY", order_type, cid, quantity=Decimal("0.002"), price=limit, time_in_force=tif)  # type: ignore[arg-type]
+        limit = Decimal(f"{price * 0.98:.2f}")
+        return OrderRequest(SYMBOL, "BUY", order_type, cid, quantity=Decimal("0.002"), price=limit, time_in_force="GTC")  # type: ignore[arg-type]
 
     # an OTOCO's exit sells the entry's quantity: the entry's base-asset fee must come from BTC already held
     await broker.place(OrderRequest(SYMBOL, "BUY", "MARKET", "bk-fee", quantity=Decimal("0.001")))
@@ -176,10 +175,6 @@ async def test_a_bracket_on_a_limit_entry_goes_out_as_one_otoco_list(
         mirror = AccountMirror(db, broker, ACCOUNT, limits=leader.checks.limits)
         front = FrontOrders(intents, ACCOUNT, last_price=broker.last_price)
         view = AccountView(db, ACCOUNT)
-        with pytest.raises(OrderInputError, match="a bracket on a market entry is not available on a cluster front"):
-            await front.place_parsed(entry("MARKET", "bk-market"), bracket, owner="alice")
-        assert await db.fetchval("SELECT COUNT(*) FROM cluster_order_intents") == 0
-
         placed = await front.place_parsed(entry("LIMIT", "bk-entry"), bracket, owner="alice")
         assert (placed["order_id"], placed["status"], placed["exchange_status"]) == ("bk-entry", "Open", "NEW")
         assert placed["bracket"]["kind"] == "OTOCO"

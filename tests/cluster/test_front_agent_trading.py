@@ -12,7 +12,8 @@ that the front judged with the leader's (published with the account mirror), not
   a resting limit leg open; a retried call with the same ``tool_call_id`` finds its legs and sends
   nothing again; the executed legs then count against the daily limit in a simulation;
 - place_oco at the front: the leader sends the list, get_orders lists its legs, cancel_order with the
-  list's id cancels both on the exchange.
+  list's id cancels both on the exchange;
+- place_order with a bracket on a market entry: the entry fills and the leader places its exit OCO.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
 
             # place_oco at the front (cluster/list_intents.py): the leader sends the list once; its legs
             # are listed; cancel_order with the list's id cancels both on the exchange
-            oco = {"symbol": SYMBOL, "side": "sell", "quantity": 0.09}
+            oco = {"symbol": SYMBOL, "side": "sell", "quantity": 0.05}
             prices = {"take_profit_price": round(p0 * 1.2, 2), "stop_price": round(p0 * 0.8, 2)}
             placed = await _chartgen(client, "place_oco", oco | prices)
             legs = [leg["order_id"] for leg in placed["legs"]]
@@ -187,6 +188,16 @@ async def test_a_front_simulates_with_the_leaders_guard_rails_and_executes_each_
             }
             on_exchange = {o.client_order_id: o for o in sim.exchange.account.orders.values()}
             assert {on_exchange[c].status for c in legs} == {"CANCELED"}
+
+            # a bracket on a market entry (cluster/bracket_exits.py): the entry fills, then the leader
+            # places its exit OCO, and the answer carries both (0.04 + 0.044 of the daily limit's 0.4 units)
+            entry = {"symbol": SYMBOL, "side": "buy", "type": "market", "quantity": 0.04}
+            bracket = {"take_profit": round(p0 * 1.1, 2), "stop_loss": round(p0 * 0.9, 2)}
+            placed = await _chartgen(client, "place_order", entry | {"bracket": bracket})
+            assert (placed["status"], placed["bracket"]["state"]) == ("Filled", "placed"), placed
+            on_exchange = {o.client_order_id: o for o in sim.exchange.account.orders.values()}
+            assert on_exchange[placed["order_id"]].status == "FILLED"
+            assert {on_exchange[leg["order_id"]].status for leg in placed["bracket"]["legs"]} == {"NEW"}
     finally:
         if front is not None:
             await front.stop()

@@ -1,0 +1,225 @@
+"""Brackets on entries that are not one OTOCO list (a market entry) in a cluster: the exit OCO the
+order leader places once the entry has filled — the single node's procedure (brokers/brackets.py)
+on PostgreSQL, with the cluster's once-only sending (cluster/orders.py, cluster/list_intents.py).
+
+1. **Recorded together** (:func:`submit_bracket`, a front): the entry's order intent (``queued``) and
+   the exit's order-list intent (``waiting``, ``entry_client_order_id`` naming the entry) in one
+   transaction.  The exit's list and leg ids derive from the entry's id (brokers/brackets.py
+   ``bracket_ids``), so they cannot be taken by anything else.
+2. **Admitted together**: the leader claims the entry as any order and checks it and both exit
+   legs at one reference price (cluster/leader_admission.py ``check_bracket``), counting the entry
+   plus the larger exit leg against the daily limit in the entry's fenced admission.  The exit is
+   never counted again.
+3. **Released** (:func:`release_due`, every leader round): an exit whose entry's answer says
+   FILLED — from the order's answer, a settlement or the account mirror — is sized to what the entry
+   acquired (its quantity less a commission taken in the base asset, from the answer's fills or the
+   trades the account mirror stored, rounded down to the LOT_SIZE step) and claimed in one transaction fenced by
+   the lease that also reads the halt switch: ``waiting`` → ``sending`` under the leader's token.
+   Halted: it stays ``waiting`` and goes out after the resume.  Only then is it signed and sent
+   (``list_intents.send_claimed``); the answer is recorded as any list's.
+4. **Once**: a leader that dies after the claim leaves the exit ``sending`` under its token; the next
+   leader settles it by ``listClientOrderId`` after the exchange's ``recvWindow`` — found →
+   ``placed``; never received → ``waiting`` again, so it is released (and sent) once more: an exit
+   protects a position already held, so it is not dropped like an order whose caller can retry.
+5. **Void**: an entry rejected, withdrawn, cancelled or expired (even partly filled, as on a single
+   node) never gets its exit — ``void``; ``cancel_order`` on a waiting exit voids it too.
+
+A front answers ``place_order`` with the entry's answer and the exit as ``bracket``, waiting up to
+its answer time for the exit once the entry filled (``placed`` with its legs, ``rejected`` with the
+exchange's reason, ``waiting`` while trading is halted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import orjson
+import structlog
+
+from brokers.models import TERMINAL, BrokerError, ExchangeOrder, ListRequest, OrderRequest
+from cluster import list_intents
+from cluster.halt import ClusterHalted, check_not_halted_in, read_in
+from cluster.lease import Lease
+from cluster.orders import (
+    ANSWERS_CHANNEL,
+    LIST_REQUEST_JSON,
+    ORDER_JSON,
+    OrderIntents,
+    answer_of,
+    record_intent_in,
+)
+from config.postgres import PostgresDatabase, unreachable_as
+
+if TYPE_CHECKING:
+    from cluster.order_leader import OrderLeader
+
+log = structlog.get_logger(__name__)
+
+
+# --- a front's side ---------------------------------------------------------------------------
+async def record_bracket_in(conn: asyncpg.Connection, account: str, entry: OrderRequest, exit_oco: ListRequest) -> None:
+    """Inside the caller's transaction: the entry's queued intent and its exit waiting for the fill."""
+    await record_intent_in(conn, account, entry)
+    await list_intents.record_list_in(conn, account, exit_oco, entry_client_order_id=entry.client_order_id)
+
+
+async def submit_bracket(intents: OrderIntents, account: str, entry: OrderRequest, exit_oco: ListRequest) -> None:
+    """Record an entry and its bracket's exit for ``account``'s leader (one transaction)."""
+    used = f"client_order_id {entry.client_order_id!r} (or its bracket's ids) was already used: choose a new one"
+    await intents.record_with(lambda conn: record_bracket_in(conn, account, entry, exit_oco), used)
+
+
+async def exit_view(intents: OrderIntents, account: str, exit_oco: ListRequest, *, wait_s: float) -> dict[str, Any]:
+    """The bracket part of place_order's answer (the single node's states: waiting, claimed, placed,
+    rejected, void), waiting up to ``wait_s`` for the exit to be sent — not while trading is halted."""
+    db = intents.db
+    list_id = exit_oco.list_client_id
+
+    read = "SELECT client_order_id, state, answer, request FROM cluster_order_intents WHERE client_order_id = $1"
+
+    async def settled() -> asyncpg.Record | None:
+        row = await db.fetchrow(read, list_id)
+        if row is None or row["state"] in ("placed", "rejected", "void"):
+            return row
+        return row if row["state"] == "waiting" and (await read_in(db, account)).halted else None
+
+    with unreachable_as("bracket not read", db.where):
+        row = await intents.wait_for(list_id, settled, wait_s) if wait_s > 0 else None
+        if row is None:
+            row = await db.fetchrow(read, list_id)
+    state = "void" if row is None else row["state"]
+    if state == "placed":  # the legs as sent: sized to what the entry acquired
+        sent = LIST_REQUEST_JSON.validate_json(row["request"])
+        return {**list_intents.list_result(answer_of(row), sent), "state": "placed"}
+    view: dict[str, Any] = {"list_id": list_id, "kind": exit_oco.kind, "state": state}
+    if state in ("rejected", "void"):
+        view["error"] = answer_of(row).error if row is not None else None
+    elif state == "waiting":
+        with unreachable_as("bracket not read", db.where):
+            halted = (await read_in(db, account)).halted
+        view["note"] = (
+            "trading is halted: the order leader places the exit OCO when trading resumes"
+            if halted
+            else "the order leader places the exit OCO once the entry has filled"
+        )
+    else:
+        view["state"] = "claimed"
+        view["note"] = "the order leader is sending the exit OCO; get_orders shows it (it is never sent twice)"
+    return view
+
+
+async def void_waiting(db: PostgresDatabase | asyncpg.Connection, list_id: str, why: str) -> bool:
+    """A waiting exit becomes ``void`` with ``why`` (False when it is no longer waiting)."""
+    tag = await db.execute(
+        "UPDATE cluster_order_intents SET state = 'void', answer = $2, answered_at = clock_timestamp()"
+        " WHERE client_order_id = $1 AND state = 'waiting'",
+        list_id,
+        orjson.dumps({"error": why}).decode(),
+    )
+    if tag.endswith(" 0"):
+        return False
+    await db.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, list_id)
+    log.info("bracket_void", list_client_id=list_id, why=why)
+    return True
+
+
+# --- the order leader's side --------------------------------------------------------------------
+async def release_due(leader: OrderLeader) -> int:
+    """Every waiting exit whose entry has an answer: voided, or sized, claimed and sent (see the
+    module docstring); returns how many were sent or voided."""
+    lease = leader.lease
+    if lease is None:
+        return 0
+    rows = await leader.db.fetch(
+        "SELECT x.client_order_id, x.request, e.state AS entry_state, e.answer AS entry_answer"
+        " FROM cluster_order_intents x JOIN cluster_order_intents e ON e.client_order_id = x.entry_client_order_id"
+        " WHERE x.account = $1 AND x.state = 'waiting' AND e.state IN ('placed', 'rejected') ORDER BY x.created_at",
+        leader.account,
+    )
+    if rows and (await read_in(leader.db, leader.account)).halted:
+        return 0  # they wait for the resume (the claim reads the switch again, fenced)
+    done = 0
+    for row in rows:
+        if not lease.may_act():
+            break
+        done += await _release(leader, lease, row)
+    return done
+
+
+async def _release(leader: OrderLeader, lease: Lease, row: Any) -> int:
+    list_id = row["client_order_id"]
+    body: dict[str, Any] = orjson.loads(row["entry_answer"]) if row["entry_answer"] else {}
+    entry = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
+    if row["entry_state"] == "rejected" or entry is None:
+        why = f"bracket void: its entry was not placed ({body.get('error') or 'rejected'})"
+        return int(await void_waiting(leader.db, list_id, why))
+    if entry.status != "FILLED":
+        if entry.status not in TERMINAL:
+            return 0  # still working (a stop entry): the account mirror brings its fill
+        why = f"bracket void: its entry ended {entry.status} (filled {entry.executed_qty} of {entry.orig_qty})"
+        return int(await void_waiting(leader.db, list_id, why))
+    req = await _sized(leader, LIST_REQUEST_JSON.validate_json(row["request"]), entry)
+    if req is None or not await _claim(leader, lease, req):
+        return 0
+    await list_intents.send_claimed(leader, req, lease)
+    return 1
+
+
+async def _sized(leader: OrderLeader, req: ListRequest, entry: ExchangeOrder) -> ListRequest | None:
+    """The exit for what the entry acquired; None when the rules or the entry's fills cannot be read
+    now (the next round tries again)."""
+    try:
+        rules = await leader.broker.rules(req.symbol)
+    except BrokerError as exc:
+        log.warning("bracket_exit_not_sized", list_client_id=req.list_client_id, error=str(exc))
+        return None
+    fills = [(f.quantity, f.commission, f.commission_asset) for f in entry.fills]
+    if sum((q for q, _, _ in fills), Decimal(0)) < entry.executed_qty:  # an answer without its fills (a
+        fills = [  # settlement's, the mirror's): the trades the account mirror stored (cluster/account_fills.py)
+            (Decimal(r["quantity"]), Decimal(r["commission"]), r["commission_asset"])
+            for r in await leader.db.fetch(
+                "SELECT quantity, commission, commission_asset FROM cluster_account_fills"
+                " WHERE account = $1 AND symbol = $2 AND client_order_id = $3",
+                leader.account,
+                req.symbol,
+                entry.client_order_id,
+            )
+        ]
+    if rules is None or sum((q for q, _, _ in fills), Decimal(0)) < entry.executed_qty:
+        return None  # the mirror stores the entry's trades within one refresh
+    assert req.stop.quantity is not None
+    qty = req.stop.quantity
+    if entry.side == "BUY":  # the exit sells what arrived: less a commission taken in the base asset
+        fee = sum((c for _, c, asset in fills if asset == rules.base_asset), Decimal(0))
+        qty = min(qty, entry.executed_qty - fee)
+    if rules.step_size > 0:
+        qty = (qty // rules.step_size) * rules.step_size
+    if qty <= 0 or qty == req.stop.quantity:
+        return req
+    return dataclasses.replace(
+        req,
+        take_profit=dataclasses.replace(req.take_profit, quantity=qty),
+        stop=dataclasses.replace(req.stop, quantity=qty),
+    )
+
+
+async def _claim(leader: OrderLeader, lease: Lease, req: ListRequest) -> bool:
+    """``waiting`` → ``sending`` under the lease's token, the halt switch read in the same fenced
+    transaction; False while halted (it stays waiting) or when it is no longer waiting."""
+    async with leader.db.transaction() as conn:
+        await lease.fence(conn)
+        try:
+            await check_not_halted_in(conn, leader.account)
+        except ClusterHalted:
+            return False  # placed by a round after the resume
+        tag = await conn.execute(
+            "UPDATE cluster_order_intents SET state = 'sending', sender_token = $2, claimed_at = clock_timestamp(),"
+            " request = $3 WHERE client_order_id = $1 AND state = 'waiting'",
+            req.list_client_id,
+            lease.token,
+            LIST_REQUEST_JSON.dump_json(req).decode(),
+        )
+    return not tag.endswith(" 0")
