@@ -182,11 +182,11 @@ async def _sized(leader: OrderLeader, req: ListRequest, entry: ExchangeOrder) ->
             (Decimal(r["quantity"]), Decimal(r["commission"]), r["commission_asset"])
             for r in await leader.db.fetch(
                 "SELECT quantity, commission, commission_asset FROM cluster_account_fills"
-                " WHERE account = $1 AND symbol = $2 AND client_order_id = $3",
+                " WHERE account = $1 AND symbol = $2 AND client_order_id = ANY($3::text[])",
                 leader.account,
                 req.symbol,
-                entry.client_order_id,
-            )
+                [entry.client_order_id, entry.exchange_order_id or entry.client_order_id],
+            )  # myTrades names the exchange's order id (brokers/binance_broker.py trades)
         ]
     if rules is None or sum((q for q, _, _ in fills), Decimal(0)) < entry.executed_qty:
         return None  # the mirror stores the entry's trades within one refresh

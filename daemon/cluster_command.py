@@ -44,6 +44,7 @@ from config import ConfigFileError, load_settings
 from config.migrations import DatabaseError, Migrations
 from config.postgres import PostgresDatabase
 from daemon.cluster_follow import FollowError, run_follow
+from dashboard.pg_sessions import PG_SESSION_MIGRATIONS
 from mcp_bridge.oauth.pg_store import PG_OAUTH_MIGRATIONS
 from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
@@ -67,6 +68,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     PG_JOURNAL_MIGRATIONS,
     PG_OAUTH_MIGRATIONS,
     FOLLOWED_MIGRATIONS,
+    PG_SESSION_MIGRATIONS,
 )
 
 

@@ -11,11 +11,14 @@ from starlette.routing import BaseRoute
 
 from config import Settings
 from daemon.oauth_runtime import passphrase_source, public_host
-from dashboard.deps import DashboardDeps
+from dashboard.deps import ClusterPages, DashboardDeps
+from dashboard.pg_sessions import PgSessionStore
 from dashboard.routes import dashboard_routes
-from dashboard.sessions import SessionStore
+from dashboard.sessions import Sessions, SessionStore
 from mcp_bridge.oauth.attempts import PassphraseAttempts
+from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import OAuthStore
+from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.rebinding import security_settings
 from mcp_bridge.server import SERVER_VERSION
 from mcp_bridge.tools import Services
@@ -26,20 +29,29 @@ def dashboard_setup(
     services: Services,
     status: Callable[[], Awaitable[dict[str, Any]]],
     attempts: PassphraseAttempts | None = None,
+    *,
+    cluster: ClusterPages | None = None,
+    notified: list[Callable[[], None]] | None = None,
 ) -> list[BaseRoute]:
     """The /ui routes, or none when the dashboard is switched off or nothing stores sessions.
 
     ``attempts``: the operator-passphrase limiter shared with the OAuth consent page, so a guesser
-    gets one budget for both pages."""
-    if not settings.dashboard_enabled or services.tokens is None:
+    gets one budget for both pages.  A cluster front (its tokens in PostgreSQL) keeps sessions and
+    OAuth grants there and gives its ``cluster`` pages and the relay's ``notified`` observers
+    (daemon/front_dashboard.py)."""
+    tokens = services.tokens
+    if not settings.dashboard_enabled or tokens is None:
         return []
-    db = services.tokens.db
-    oauth = OAuthStore(db)
+    if isinstance(tokens, PgTokenStore):
+        oauth: OAuthStore | PgOAuthStore = PgOAuthStore(tokens.db)
+        sessions: Sessions = PgSessionStore(tokens.db)
+    else:
+        oauth, sessions = OAuthStore(tokens.db), SessionStore(tokens.db)
     allowed = public_host(settings)
     guard = TransportSecurityMiddleware(security_settings(settings.host, [allowed] if allowed else None))
     deps = DashboardDeps(
         services=services,
-        sessions=SessionStore(db),
+        sessions=sessions,
         passphrase=passphrase_source(oauth),
         status=status,
         oauth=oauth if settings.oauth_enabled else None,
@@ -47,5 +59,7 @@ def dashboard_setup(
         version=SERVER_VERSION,
         indicators=tuple(settings.indicators),
         attempts=attempts or PassphraseAttempts(),
+        cluster=cluster,
+        notified=notified,
     )
     return dashboard_routes(deps, guard)

@@ -35,9 +35,9 @@ A front keeps no state of its own, so any number of them can stand behind a load
 
 **place_oco**, and ``place_order`` with a bracket on a limit entry (an OTOCO), record an order-list
 intent the leader sends (cluster/list_intents.py); a bracket on a market entry records the entry with
-its exit OCO, which the leader places once the entry filled (cluster/bracket_exits.py).  Not served by
-a front yet: the dashboard, whose stores have no PostgreSQL implementation (docs/cluster.md); a tool
-whose part is missing answers :data:`NOT_ON_FRONT`.
+its exit OCO, which the leader places once the entry filled (cluster/bracket_exits.py).  The
+dashboard is wired by daemon/front_dashboard.py.  A tool whose part is missing answers
+:data:`NOT_ON_FRONT`.
 
 The front heartbeats its membership (role ``front``, its address) on the scheduler every
 ``cluster_heartbeat_s``; the same job re-opens the push listener (PostgreSQL ``LISTEN``, or the
@@ -306,13 +306,13 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
         supervisor.start("push-relay", relay.run)
         supervisor.start("push-delivery-marks", hub.run_flusher)
         scheduler.every("front-heartbeat", settings.cluster_heartbeat_s, front.heartbeat)
-        scheduler.every("front-alert-count", STATUS_REFRESH_S, _quiet(index.count))
-        scheduler.every("front-halt-state", STATUS_REFRESH_S, _quiet(halt.refresh))
+        scheduler.every("front-alert-count", STATUS_REFRESH_S, quiet(index.count))
+        scheduler.every("front-halt-state", STATUS_REFRESH_S, quiet(halt.refresh))
         scheduler.every("push-queue-ttl", 60.0, _sweeper(store))
         scheduler.every("push-relay-sweep", PUSH_SWEEP_S, _relay_sweep(relay))
         await front.heartbeat()  # PostgreSQL away: degraded, the job tries again
-        await _quiet(index.count)()
-        await _quiet(halt.refresh)()
+        await quiet(index.count)()
+        await quiet(halt.refresh)()
         await stack.enter_async_context(scheduler.running())
         stack.push_async_callback(hub.flush)
         log.info("front_started", member=front.member_id)
@@ -325,8 +325,9 @@ async def _leave(front: Front) -> None:
         await front.membership.leave(front.member_id)
 
 
-def _quiet(job):  # type: ignore[no-untyped-def]
-    """A status job that skips a round while PostgreSQL is away (the heartbeat reports the outage)."""
+def quiet(job):  # type: ignore[no-untyped-def]
+    """A status job (or the dashboard's watch) that skips a round while PostgreSQL is away (the
+    heartbeat reports the outage)."""
 
     async def run() -> None:
         with contextlib.suppress(StorageUnavailable, *UNREACHABLE):

@@ -14,6 +14,7 @@ import structlog
 
 from config import Settings
 from daemon.dashboard_runtime import dashboard_setup
+from daemon.front_dashboard import front_dashboard
 from daemon.front_runtime import Front, front_services
 from daemon.heap import freeze_startup_heap
 from daemon.http_server import BindError, DaemonServer, bind_socket, make_server, stop_on_signals
@@ -146,9 +147,12 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool, cluster: bool 
         if settings.oauth_enabled and services.tokens is not None:
             oauth = oauth_setup(settings, services.tokens, public_base_url(settings, host, port), guesses)
             extra = {"extra_routes": oauth.routes, "www_authenticate": oauth.www_authenticate}
-        ui = []
         if front is None:
             ui = dashboard_setup(settings, services, lambda: daemon_status_with_channels(services), guesses)
+        else:
+            ui = front_dashboard(
+                settings, services, front, lambda: daemon_status_with_channels(services, front), guesses
+            )
         extra["extra_routes"] = [*extra.get("extra_routes", []), *ui]
         if front is not None:
             readiness: Any = front.readiness
@@ -179,8 +183,8 @@ async def run_http(settings: Settings, *, sim: bool, trade: bool, cluster: bool 
         print(f"MCP server listening on http://{shown}:{port}/mcp", flush=True)
         if front is not None:
             print(
-                f"Cluster front {front.member_id}: tokens, OAuth, alerts and notifications in the cluster's"
-                " PostgreSQL (the dashboard, order lists and the portfolio tools are not served by fronts yet)",
+                f"Cluster front {front.member_id}: tokens, OAuth, alerts, notifications, orders and dashboard"
+                " sessions in the cluster's PostgreSQL (docs/cluster.md)",
                 flush=True,
             )
         if ui:

@@ -3,9 +3,9 @@
 ``list`` prints every client whose consent was approved once (id, name, registration and consent
 times, live grants); ``revoke`` revokes every refresh and access token issued to a client — its
 access token is refused on the next request and it must ask for consent again.  The dashboard's
-Access page does the same on a single node; a cluster's fronts serve no dashboard, so with
-``--cluster`` (``postgres_dsn`` or ``--postgres-dsn``) this is how the operator sees and cuts off
-the clients every front accepts.  Works while the daemon runs.  :func:`oauth_store` (the data
+Access page does the same (at a single node or any cluster front); with ``--cluster``
+(``postgres_dsn`` or ``--postgres-dsn``) this is how the operator sees and cuts off, from the
+command line, the clients every front accepts.  Works while the daemon runs.  :func:`oauth_store` (the data
 dir's SQLite, or the cluster's PostgreSQL) is shared with ``chartgen passphrase``.
 """
 

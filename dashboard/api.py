@@ -16,9 +16,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from alerts.fired_history import recent_fired
 from alerts.models import Alert, Firing, notification_payload
 from alerts.requests import AlertInputError
-from brokers.models import Actor
+from brokers.models import Actor, Fill
 from dashboard.charts import chart_payload
 from dashboard.deps import OPERATOR, DashboardDeps
 from dashboard.sessions import Session
@@ -54,7 +55,9 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
 async def overview(request: Request, deps: DashboardDeps, session: Session) -> Response:
     engine = deps.services.engine
     markets: list[dict[str, Any]] = []
-    if engine is not None:
+    if engine is None and deps.cluster is not None:
+        markets = await deps.cluster.markets()
+    elif engine is not None:
         for m in engine.status()["markets"]:
             price = engine.sync.last_prices.get(m["symbol"])
             markets.append(
@@ -141,12 +144,7 @@ async def notifications(request: Request, deps: DashboardDeps, session: Session)
         limit = max(1, min(1000, int(request.query_params.get("limit", "100"))))
     except ValueError:
         return bad(400, "limit must be a whole number from 1 to 1000")
-    rows = await svc.store.db.fetchall(
-        "SELECT e.alert_id, e.principal, e.at, e.value, e.bar_time, e.record, a.outcome AS action"
-        " FROM alert_events e LEFT JOIN alert_actions a ON a.alert_id = e.alert_id"
-        " WHERE e.outcome = 'fired' ORDER BY e.at DESC LIMIT ?",
-        (limit,),
-    )
+    rows = await recent_fired(svc.store.db, limit)
     out = []
     for r in rows:
         alert = Alert.model_validate_json(r["record"])
@@ -158,6 +156,8 @@ async def notifications(request: Request, deps: DashboardDeps, session: Session)
 
 async def orders(request: Request, deps: DashboardDeps, session: Session) -> Response:
     svc = deps.services.orders
+    if svc is None and deps.cluster is not None:
+        return ok(await deps.cluster.orders())
     if svc is None:
         return ok({"open_orders": [], "order_lists": [], "fills": [], "positions": [], "balances": [], "broker": None})
     open_orders = await svc.get_orders("open", actor=ADMIN)
@@ -169,24 +169,26 @@ async def orders(request: Request, deps: DashboardDeps, session: Session) -> Res
         {
             "open_orders": open_orders,
             "order_lists": [await svc.lists.describe(list_id) for list_id in lists],
-            "fills": [
-                {
-                    "time_ms": f.time_ms,
-                    "symbol": f.symbol,
-                    "side": f.side.lower(),
-                    "quantity": float(f.quantity),
-                    "price": float(f.price),
-                    "commission": float(f.commission),
-                    "commission_asset": f.commission_asset,
-                    "order_id": f.client_order_id,
-                }
-                for f in recent
-            ],
+            "fills": [fill_view(f) for f in recent],
             "positions": await svc.get_positions(),
             "balances": [b for b in balance["balances"] if b["total"]],
             "broker": balance["broker"],
         }
     )
+
+
+def fill_view(f: Fill) -> dict[str, Any]:
+    """A fill as the orders page lists it."""
+    return {
+        "time_ms": f.time_ms,
+        "symbol": f.symbol,
+        "side": f.side.lower(),
+        "quantity": float(f.quantity),
+        "price": float(f.price),
+        "commission": float(f.commission),
+        "commission_asset": f.commission_asset,
+        "order_id": f.client_order_id,
+    }
 
 
 async def health(request: Request, deps: DashboardDeps, session: Session) -> Response:

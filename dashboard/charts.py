@@ -1,8 +1,9 @@
 """The markets page's chart data: the engine's series payload plus markers of fired alerts and fills.
 
 The series is what generate_chart's ``format: "series"`` returns for the engine's indicators
-(built by the chart service from the engine's window), so the page draws exactly what the PNG
-charts and the tools see.  Markers: each alert of the market that fired within the shown bars
+(built by the chart service from the engine's window; at a cluster front, which follows no market,
+from the exchange's REST history as the front's generate_chart does), so the page draws exactly
+what the PNG charts and the tools see.  Markers: each alert of the market that fired within the shown bars
 (at the bar it fired in, at its value) and each fill of the symbol (at the bar of its trade).
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from alerts.fired_history import recent_fired
 from dashboard.deps import DashboardDeps
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tools.charting import chart_request
@@ -22,8 +24,7 @@ INTERVAL_S = {"1m": 60, "3m": 180, "5m": 300, "15m": 900, "30m": 1800, "1h": 360
 
 async def chart_payload(deps: DashboardDeps, symbol: str, interval: str, bars: int) -> dict[str, Any]:
     """The series payload of one followed market with ``markers``; ToolError names a bad argument."""
-    engine = deps.services.engine
-    if engine is None:
+    if deps.services.engine is None and deps.cluster is None:
         raise ToolError("the live engine is not running: start the daemon with --trade")
     req = chart_request(
         {"symbol": symbol, "interval": interval, "indicators": list(deps.indicators), "bars": bars,
@@ -48,12 +49,7 @@ async def _markers(deps: DashboardDeps, symbol: str, interval: str, times: list[
     out: list[dict[str, Any]] = []
     alerts = deps.services.alerts
     if alerts is not None:
-        rows = await alerts.store.db.fetchall(
-            "SELECT alert_id, at, value, record FROM alert_events"
-            " WHERE outcome = 'fired' AND at >= ? ORDER BY at DESC LIMIT 200",
-            (times[0],),
-        )
-        for r in rows:
+        for r in await recent_fired(alerts.store.db, 200):
             record = orjson.loads(r["record"])
             bar = _bar_of(r["at"], times, step)
             if record.get("symbol") == symbol and bar is not None:
@@ -61,9 +57,12 @@ async def _markers(deps: DashboardDeps, symbol: str, interval: str, times: list[
                 out.append({"t": bar, "kind": "alert", "price": r["value"], "text": f"alert: {label}"})
     orders = deps.services.orders
     if orders is not None:
-        for f in await orders.store.fills(orders.broker.name, symbol):
-            bar = _bar_of(f.time_ms / 1000, times, step)
-            if bar is not None:
-                text = f"{f.side.lower()} {f.quantity.normalize():f} @ {f.price.normalize():f}"
-                out.append({"t": bar, "kind": "fill", "price": float(f.price), "text": text})
+        fills = await orders.store.fills(orders.broker.name, symbol)
+    else:
+        fills = await deps.cluster.fills(symbol) if deps.cluster is not None else []
+    for f in fills:
+        bar = _bar_of(f.time_ms / 1000, times, step)
+        if bar is not None:
+            text = f"{f.side.lower()} {f.quantity.normalize():f} @ {f.price.normalize():f}"
+            out.append({"t": bar, "kind": "fill", "price": float(f.price), "text": text})
     return out

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from dashboard.sessions import SessionStore
+from brokers.models import Fill
+from dashboard.sessions import Sessions
 from mcp_bridge.oauth.attempts import PassphraseAttempts
+from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tools import Services
 
@@ -15,15 +17,32 @@ OPERATOR = "operator"
 """The principal that owns alerts created from the dashboard."""
 
 
+class ClusterPages(Protocol):
+    """What a cluster front shows in place of a single node's engine and order service
+    (daemon/front_dashboard.py builds it from the cluster's PostgreSQL and bus)."""
+
+    async def markets(self) -> list[dict[str, Any]]:
+        """The overview's markets: symbol, interval, last_price, live, ready (as a single node's)."""
+        ...
+
+    async def orders(self) -> dict[str, Any]:
+        """The orders page's document (the single node's keys)."""
+        ...
+
+    async def fills(self, symbol: str) -> list[Fill]:
+        """The account's fills in ``symbol`` (the chart's markers)."""
+        ...
+
+
 @dataclass(slots=True)
 class DashboardDeps:
     services: Services
-    sessions: SessionStore
+    sessions: Sessions
     passphrase: Callable[[], Awaitable[str | None]]
     """The operator passphrase's hash now (systemd credential first, else the database)."""
     status: Callable[[], Awaitable[dict[str, Any]]]
     """The daemon's /status document."""
-    oauth: OAuthStore | None
+    oauth: OAuthStore | PgOAuthStore | None
     secure_cookie: bool
     version: str
     indicators: tuple[str, ...] = ()
@@ -32,6 +51,12 @@ class DashboardDeps:
     keepalive_s: float = 15.0
     listeners: list[Callable[[], None]] = field(default_factory=list)
     """Told when tokens, OAuth clients or sessions changed (open event streams send ``access``)."""
+    cluster: ClusterPages | None = None
+    """A cluster front's markets, account and fills (it has no engine or order service of its own)."""
+    notified: list[Callable[[], None]] | None = None
+    """Where a front's open event streams register to hear that alerts fired anywhere in the cluster
+    (daemon/front_dashboard.py ``FiredWatch``): they then send ``notifications``; None on a single
+    node (its alert feed is used)."""
 
     def changed(self) -> None:
         for listener in self.listeners:

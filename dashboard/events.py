@@ -3,7 +3,9 @@
 Sources, all pushed (nothing polls the database): engine events through a bounded engine
 subscription (ticks, closed bars, indicator updates), every firing and action outcome through
 the alert feed, and "something changed" signals from the alert service, the order service and
-the access pages.  Ticks are coalesced per market — a browser that falls behind gets the newest
+the access pages.  A cluster front has no engine and no feed: a firing anywhere in the cluster sends
+``notifications`` (the page reloads the list; daemon/front_dashboard.py says how the front learns of it).  Ticks are
+coalesced per market — a browser that falls behind gets the newest
 price of each market, never a growing backlog — and the engine subscription itself drops the
 oldest events when full.  Readiness is compared on every closed bar and keep-alive; the session
 is re-checked on every access change and keep-alive, and a revoked or expired one ends the
@@ -94,7 +96,7 @@ async def _engine_events(deps: DashboardDeps, pending: _Pending) -> None:
 async def _feed(deps: DashboardDeps, pending: _Pending) -> None:
     feed = deps.services.feed
     if feed is None:
-        return
+        return  # a cluster front: the relay's observers flag "notifications" instead (_stream)
     watcher = feed.watch()
     try:
         while True:
@@ -120,6 +122,7 @@ async def _stream(deps: DashboardDeps, session: Session) -> AsyncIterator[bytes]
     hook(alerts.listeners if alerts is not None else None, "alerts")
     hook(orders.listeners if orders is not None else None, "orders")
     hook(deps.listeners, "access")
+    hook(deps.notified, "notifications")  # a cluster front
     hook(deps.sessions.listeners, "access")
     tasks = [
         asyncio.create_task(_engine_events(deps, pending), name="dashboard-engine-events"),
@@ -150,7 +153,7 @@ async def _stream(deps: DashboardDeps, session: Session) -> AsyncIterator[bytes]
                 if now != ready:
                     ready = now
                     out.append(_sse("health", {"ready": now[0], "reasons": list(now[1])}))
-            for name in ("alerts", "orders", "access", "resync"):
+            for name in ("alerts", "orders", "access", "resync", "notifications"):
                 if name in flags:
                     out.append(_sse(name, {}))
             if "keepalive" in flags:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from config.postgres import StorageUnavailable
 from dashboard import api
 from dashboard.auth import Handler, current_session, login_route, logout, problem, secured, sign_in_page, signed_in
 from dashboard.deps import DashboardDeps
@@ -51,7 +52,13 @@ def dashboard_routes(deps: DashboardDeps, guard: TransportSecurityMiddleware) ->
         return secured(Response(body, media_type=TYPES[suffix], headers={"Cache-Control": "no-cache"}))
 
     def route(path: str, fn: Callable[[Request], Awaitable[Response]], method: str) -> Route:
-        return Route(path, guarded(guard, fn), methods=[method])
+        async def answered(request: Request) -> Response:
+            try:
+                return await fn(request)
+            except StorageUnavailable as exc:  # a cluster front's PostgreSQL is away: nothing was done
+                return problem(503, f"{exc}; try again shortly")
+
+        return Route(path, guarded(guard, answered), methods=[method])
 
     def read(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         return signed_in(deps, handler, changes=False)

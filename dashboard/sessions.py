@@ -5,6 +5,11 @@ access page, used to revoke), the CSRF token the page sends with every state cha
 times that bound it: an idle limit (no request for ``idle_s``) and an absolute one (``max_s``
 after sign-in).  Revocation is immediate: every request looks the session up.  ``last_seen_at``
 is written at most once a minute so browsing does not turn into a write per request.
+
+:class:`Sessions` is what callers use from a store: :class:`SessionStore` here (SQLite, the single
+node) or :class:`dashboard.pg_sessions.PgSessionStore` (PostgreSQL, shared by the cluster's fronts).
+The rules both follow (a new session, when one is live, when ``last_seen_at`` is written) are the
+module-level helpers below, so the two stores differ only in their SQL.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any, Protocol, TypeGuard
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,8 +66,85 @@ class Session(BaseModel):
     revoked_at: float | None = None
 
 
-def _hash(secret: str) -> str:
+class Sessions(Protocol):
+    """What callers use from a session store (:class:`SessionStore`, ``PgSessionStore``)."""
+
+    listeners: list[Callable[[], None]]
+    """Called after a session is created or revoked (open event streams re-check theirs)."""
+    max_s: float
+    """The absolute limit of a session, in seconds after sign-in (the cookie's max-age)."""
+
+    async def create(self, client: str, user_agent: str) -> tuple[str, Session]:
+        """A new session: (the cookie's secret — sent once, session)."""
+        ...
+
+    async def verify(self, secret: str | None) -> Session | None:
+        """The live session of a cookie's secret; None when unknown, revoked, idle too long or expired."""
+        ...
+
+    async def still_valid(self, session_id: str) -> bool:
+        """Whether the session with this id is live (an open event stream asks at each keep-alive)."""
+        ...
+
+    async def active(self) -> list[Session]:
+        """The live sessions, oldest first."""
+        ...
+
+    async def revoke(self, session_id: str) -> bool:
+        """Revoke a session not yet revoked; whether one was (the listeners are called then)."""
+        ...
+
+
+def hash_secret(secret: str) -> str:
+    """What the table keeps of a cookie's secret."""
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def acceptable_secret(secret: str | None) -> TypeGuard[str]:
+    """Whether a cookie's secret is worth looking up (present and not absurdly long)."""
+    return secret is not None and 0 < len(secret) <= 200
+
+
+def new_session(client: str, user_agent: str, now: float, max_s: float) -> tuple[str, Session]:
+    """A new session's secret (for the cookie only) and the session to insert, ``client`` and ``user_agent`` cut."""
+    secret = secrets.token_urlsafe(32)
+    session = Session(
+        id=secrets.token_hex(8),
+        csrf=secrets.token_urlsafe(24),
+        created_at=now,
+        last_seen_at=now,
+        expires_at=now + max_s,
+        client=client[:100],
+        user_agent=user_agent[:300],
+    )
+    return secret, session
+
+
+class Row(Protocol):
+    """A result row by column name: SQLite's (``aiosqlite.Row``) or PostgreSQL's (``asyncpg.Record``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def session_of(row: Row) -> Session:
+    """The session of a ``dashboard_sessions`` row (SQLite's or PostgreSQL's)."""
+    return Session.model_validate({k: row[k] for k in Session.model_fields})
+
+
+def is_live(row: Row, now: float, idle_s: float) -> bool:
+    """Whether a row's session is live: not revoked, before its absolute limit, and used within ``idle_s``."""
+    return row["revoked_at"] is None and now < row["expires_at"] and now - row["last_seen_at"] <= idle_s
+
+
+def touch_due(session: Session, now: float) -> bool:
+    """Whether ``last_seen_at`` is to be written now (at most once per :data:`TOUCH_EVERY_S`)."""
+    return now - session.last_seen_at >= TOUCH_EVERY_S
+
+
+def notify(listeners: list[Callable[[], None]]) -> None:
+    """Call every listener (a session was created or revoked)."""
+    for listener in listeners:
+        listener()
 
 
 class SessionStore:
@@ -82,45 +165,32 @@ class SessionStore:
         self.listeners: list[Callable[[], None]] = []
         """Called after a session is created or revoked (open event streams re-check theirs)."""
 
-    def _changed(self) -> None:
-        for listener in self.listeners:
-            listener()
-
     async def create(self, client: str, user_agent: str) -> tuple[str, Session]:
         """A new session: (the cookie's secret — sent once, session)."""
         now = self._clock()
-        secret = secrets.token_urlsafe(32)
-        session = Session(
-            id=secrets.token_hex(8),
-            csrf=secrets.token_urlsafe(24),
-            created_at=now,
-            last_seen_at=now,
-            expires_at=now + self.max_s,
-            client=client[:100],
-            user_agent=user_agent[:300],
-        )
+        secret, session = new_session(client, user_agent, now, self.max_s)
         async with self.db.transaction() as tx:
             await tx.execute(
                 "INSERT INTO dashboard_sessions (id, secret_hash, csrf, created_at, last_seen_at, expires_at,"
                 " client, user_agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session.id, _hash(secret), session.csrf, now, now, session.expires_at, session.client,
+                (session.id, hash_secret(secret), session.csrf, now, now, session.expires_at, session.client,
                  session.user_agent),
             )  # fmt: skip
-        self._changed()
+        notify(self.listeners)
         return secret, session
 
     async def verify(self, secret: str | None) -> Session | None:
         """The live session of a cookie's secret; None when unknown, revoked, idle too long or expired."""
-        if not secret or len(secret) > 200:
+        if not acceptable_secret(secret):
             return None
-        row = await self.db.fetchone("SELECT * FROM dashboard_sessions WHERE secret_hash = ?", (_hash(secret),))
+        row = await self.db.fetchone("SELECT * FROM dashboard_sessions WHERE secret_hash = ?", (hash_secret(secret),))
         if row is None:
             return None
-        session = Session.model_validate({k: row[k] for k in Session.model_fields})
         now = self._clock()
-        if session.revoked_at is not None or now >= session.expires_at or now - session.last_seen_at > self.idle_s:
+        if not is_live(row, now, self.idle_s):
             return None
-        if now - session.last_seen_at >= TOUCH_EVERY_S:
+        session = session_of(row)
+        if touch_due(session, now):
             await self.db.execute("UPDATE dashboard_sessions SET last_seen_at = ? WHERE id = ?", (now, session.id))
             session = session.model_copy(update={"last_seen_at": now})
         return session
@@ -129,13 +199,7 @@ class SessionStore:
         row = await self.db.fetchone(
             "SELECT revoked_at, expires_at, last_seen_at FROM dashboard_sessions WHERE id = ?", (session_id,)
         )
-        now = self._clock()
-        return (
-            row is not None
-            and row["revoked_at"] is None
-            and now < row["expires_at"]
-            and now - row["last_seen_at"] <= self.idle_s
-        )
+        return row is not None and is_live(row, self._clock(), self.idle_s)
 
     async def active(self) -> list[Session]:
         now = self._clock()
@@ -144,7 +208,7 @@ class SessionStore:
             " ORDER BY created_at",
             (now, now - self.idle_s),
         )
-        return [Session.model_validate({k: r[k] for k in Session.model_fields}) for r in rows]
+        return [session_of(r) for r in rows]
 
     async def revoke(self, session_id: str) -> bool:
         async with self.db.transaction() as tx:
@@ -154,5 +218,5 @@ class SessionStore:
             )
             done = cur.rowcount > 0
         if done:
-            self._changed()
+            notify(self.listeners)
         return done

@@ -212,6 +212,7 @@ function live() {
   on("indicators", (u) => loadChart(u.symbol, u.interval));
   on("notification", (n) => { $("#feed").prepend(feedItem(n)); if (visible("alerts")) loadAlerts(); });
   on("alerts", () => visible("alerts") && loadAlerts());
+  on("notifications", () => { loadNotifications(); if (visible("alerts")) loadAlerts(); });
   on("orders", () => visible("orders") && loadOrders());
   on("access", () => visible("access") && loadAccess());
   on("health", () => visible("health") && loadHealth());

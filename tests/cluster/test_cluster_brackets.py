@@ -8,6 +8,7 @@ records (the simulator's orders, fills, lists and request counts) are the oracle
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any
 
@@ -169,6 +170,41 @@ async def test_an_exit_a_dead_leader_claimed_is_settled_by_its_id_and_sent_only_
     on_exchange = _lists_on_exchange(sim)
     assert sorted(on_exchange) == sorted(x.list_client_id for x in exits)
     assert sim.exchange.requests[OCO_POSTS] == 2  # the one that arrived, and the one sent again
+
+
+async def test_an_entry_answered_without_its_fills_is_sized_from_the_mirrored_trades(
+    sim: Any, cluster: tuple[str, PostgresDatabase]
+) -> None:
+    """An entry's answer from a settlement or the mirror carries no fills: its exit waits until the
+    account mirror stored the entry's trades (under the exchange's order id, as myTrades names them),
+    then goes out sized by their base-asset fee."""
+    _, db = cluster
+    broker = await leader_broker(sim)
+    entry = _market("mk-nofills")
+    exit_oco = exit_request(entry, _bracket(), working=False)
+    filled = await broker.place(entry)
+    await _record_filled(db, entry, exit_oco, ORDER_JSON.dump_python(dataclasses.replace(filled, fills=())))
+    leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0)
+    try:
+        await leader.step()
+        assert (await _row(db, exit_oco.list_client_id))["state"] == "waiting"  # fills not known yet
+        trades = [t for t in await broker.trades(SYMBOL) if t.client_order_id == filled.exchange_order_id]
+        assert trades and all(t.commission_asset == "BTC" for t in trades)
+        await db.executemany(
+            "INSERT INTO cluster_account_fills (account, symbol, trade_id, client_order_id, side, quantity, price,"
+            " commission, commission_asset, time_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            [(ACCOUNT, t.symbol, t.trade_id, t.client_order_id, t.side, t.quantity, t.price, t.commission,
+              t.commission_asset, t.time_ms) for t in trades],
+        )  # fmt: skip
+        await leader.step()
+        assert (await _row(db, exit_oco.list_client_id))["state"] == "placed"
+        step = (await broker.rules(SYMBOL)).step_size  # type: ignore[union-attr]
+        expected = ((Decimal("0.002") - sum(t.commission for t in trades)) // step) * step
+        legs = (exit_oco.take_profit.client_order_id, exit_oco.stop.client_order_id)
+        assert {_on_exchange(sim)[c].orig_qty for c in legs} == {expected}
+    finally:
+        await leader.resign()
+        await broker.close()
 
 
 async def _record_filled(

@@ -1,0 +1,156 @@
+"""The operator's dashboard at cluster fronts (daemon/front_dashboard.py): two ``chartgen --serve
+--cluster`` fronts, a worker and an order leader on a real PostgreSQL, the simulator as the exchange.
+
+A session signed in at one front (the passphrase set by ``chartgen passphrase set --cluster``) is a
+session at the other; the markets page lists the workers' markets with their owner; an alert set
+from one front's page is listed at the other, fired by the worker, announced live on the other
+front's open event stream (``notifications``) and listed with its marker on the chart; the orders
+page shows the leader's mirror of the account (balances, the fills of an order placed through MCP);
+a session revoked at one front is refused at the other on its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from config.postgres import PostgresDatabase
+from dashboard.auth import COOKIE
+from mcp_bridge.pg_tokens import PgTokenStore
+from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from tests.cluster.test_front import worker_alerts
+from tests.cluster.test_front_oauth import set_cluster_passphrase
+from tests.dashboard.test_dashboard_access import csrf_of, sign_in
+from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from tests.support.workers import Workers, real_clock_simulator, until
+
+pytestmark = pytest.mark.timeout(240)
+
+SYMBOL = "FD0USDT"
+HEARTBEAT_S, LIVENESS_S = 0.5, 2.0
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[Any]:
+    async with real_clock_simulator([SYMBOL]) as running:
+        yield running
+
+
+async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
+    async with http.get(url) as r:
+        return r.status, (await r.json() if r.content_type == "application/json" else await r.text())
+
+
+async def _next_event(stream: aiohttp.ClientResponse, name: str, timeout_s: float = DEADLINE_S) -> None:
+    async with asyncio.timeout(timeout_s):
+        async for line in stream.content:
+            if line.decode().strip() == f"event: {name}":
+                return
+
+
+async def test_the_dashboard_at_two_fronts_shares_sessions_and_shows_the_cluster(
+    sim: Any, cluster: tuple[str, PostgresDatabase], tmp_path: Path
+) -> None:
+    dsn, db = cluster
+    await set_cluster_passphrase(dsn)
+    alice, _ = await PgTokenStore(db).create("alice", principal="alice", scopes=ALL_SCOPES - {ADMIN})
+    env = leader_env(dsn, sim.url, CHARTGEN_CLUSTER_HEARTBEAT_S=str(HEARTBEAT_S))
+    front_env = {k: v for k, v in env.items() if not k.startswith("BINANCE_")}
+    front_env |= {"CHARTGEN_SYMBOLS": SYMBOL, "CHARTGEN_INTERVALS": "1m"}
+    front_env |= {"CHARTGEN_CLUSTER_LIVENESS_S": str(LIVENESS_S)}
+    workers = Workers(dsn, sim.url, tmp_path, symbols=[SYMBOL], heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S)
+    leader = await start_leader(env)
+    fronts: list[DaemonProc] = []
+    try:
+        await workers.start(http=True)
+        for _ in range(2):
+            fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env))
+        await asyncio.gather(*(f.wait_ready() for f in fronts))
+        await until(lambda: workers.settled(db, 1), DEADLINE_S)
+        await until(lambda: lease_holder(db), DEADLINE_S)
+        worker_url = await workers.http_url(0)
+        a, b = fronts
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as at_a:
+            assert (await sign_in(at_a, a.base)).status == 303
+            secret = next(c.value for c in jar if c.key == COOKIE)
+            csrf = await csrf_of(at_a, a.base)
+            async with aiohttp.ClientSession(headers={"Cookie": f"{COOKIE}={secret}"}) as at_b:
+                # one session, both fronts
+                status, overview = await _get(at_b, f"{b.base}/ui/api/overview")
+                assert status == 200, overview
+
+                async def ready() -> dict[str, Any] | None:
+                    _, body = await _get(at_b, f"{b.base}/ui/api/overview")
+                    market = next((m for m in body["markets"] if m["symbol"] == SYMBOL), None)
+                    return market if market is not None and market["ready"] else None
+
+                market = await until(ready, DEADLINE_S, every_s=0.2)
+                assert market["interval"] == "1m" and market["live"] and market["worker"] in await workers.live(db)
+                status, health = await _get(at_a, f"{a.base}/ui/api/health")
+                assert status == 200 and [m["symbol"] for m in health["engine"]["markets"]] == [SYMBOL]
+
+                # an alert set from A's page, listed at B, fired by the worker, announced on B's stream
+                base = float(dict(sim.exchange.start_prices())[SYMBOL])
+                level = round(base * 1.02, 4)
+                body = {"symbol": SYMBOL, "condition": {"price_above": level}, "note": "dash"}
+                async with at_a.post(f"{a.base}/ui/api/alerts", json=body, headers={"X-CSRF-Token": csrf}) as r:
+                    assert r.status == 201, await r.text()
+                    alert_id = (await r.json())["alert"]["id"]
+                _, listed = await _get(at_b, f"{b.base}/ui/api/alerts")
+                assert [(x["id"], x["principal"]) for x in listed["alerts"]] == [(alert_id, "operator")]
+                async with at_b.get(f"{b.base}/ui/events") as stream:
+                    await _next_event(stream, "hello")
+
+                    await until(lambda: worker_alerts(at_a, worker_url, 1), DEADLINE_S)  # indexed by its owner
+                    async with at_a.post(
+                        f"{sim.url}/sim/v1/price", json={"symbol": SYMBOL, "price": f"{level * 1.01:.8f}"}
+                    ) as r:
+                        assert r.status == 200
+
+                    async def fired() -> list[str] | None:
+                        _, body = await _get(at_a, f"{a.base}/ui/api/notifications")
+                        return [n["alert_id"] for n in body["notifications"]] or None
+
+                    assert await until(fired, DEADLINE_S, every_s=0.2) == [alert_id]
+                    await _next_event(stream, "notifications")
+                status, chart = await _get(at_a, f"{a.base}/ui/api/chart?symbol={SYMBOL}&interval=1m&bars=50")
+                assert status == 200 and chart["bars"], chart
+                assert [m["kind"] for m in chart["markers"]] == ["alert"]
+
+                # the orders page: the leader's mirror, with an order placed through MCP
+                async with mcp_client(b.mcp_url, alice) as client:
+                    result = await client.call_tool(
+                        "place_order", {"symbol": SYMBOL, "side": "buy", "type": "market", "quantity": 1}
+                    )
+                    assert not result.is_error, result.content[0].text
+                    order_id = json.loads(result.content[0].text)["order_id"]
+
+                async def mirrored() -> dict[str, Any] | None:
+                    _, page = await _get(at_b, f"{b.base}/ui/api/orders")
+                    return page if any(f["order_id"] == order_id for f in page["fills"]) else None
+
+                page = await until(mirrored, DEADLINE_S, every_s=0.5)
+                assert "error" not in page and {x["asset"] for x in page["balances"]} >= {"USDT"}
+                assert [p["symbol"] for p in page["positions"]] == [SYMBOL]
+
+                # revoked at B: refused at A on the next request
+                _, access = await _get(at_b, f"{b.base}/ui/api/access")
+                (mine,) = access["sessions"]
+                async with at_b.delete(f"{b.base}/ui/api/sessions/{mine['id']}", headers={"X-CSRF-Token": csrf}) as r:
+                    assert r.status == 200, await r.text()
+                status, _ = await _get(at_a, f"{a.base}/ui/api/overview")
+                assert status == 401
+    finally:
+        for front in fronts:
+            await front.stop()
+        await stop_leaders([leader])
+        await workers.close()
