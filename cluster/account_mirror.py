@@ -180,8 +180,9 @@ class AccountView:
         with unreachable_as("orders not read", self.db.where):
             rows = await self.db.fetch(
                 "SELECT i.client_order_id, i.kind, i.request, i.state, i.answer, i.created_at, i.answered_at,"
-                " m.refreshed_at FROM cluster_order_intents i"
+                " m.refreshed_at, x.client_order_id AS exit_id, x.state AS exit_state FROM cluster_order_intents i"
                 " LEFT JOIN cluster_account_mirror m ON m.account = i.account"
+                " LEFT JOIN cluster_order_intents x ON x.entry_client_order_id = i.client_order_id"
                 " WHERE i.account = $1 AND ($2 OR i.owner = $3) ORDER BY i.created_at DESC LIMIT 500",
                 self.account,
                 actor.admin,
@@ -309,4 +310,8 @@ def _listing(r: Any) -> dict[str, Any]:
     body: dict[str, Any] = orjson.loads(r["answer"]) if r["answer"] else {}
     order = ORDER_JSON.validate_python(body["order"]) if body.get("order") is not None else None
     status = order.status if order is not None else ("REJECTED" if r["state"] == "rejected" else "PENDING_SUBMIT")
-    return intent_listing(req, order, status, r, body)
+    listing = intent_listing(req, order, status, r, body)
+    if r["exit_id"] is not None:  # a bracket's entry (cluster/bracket_exits.py): its exit, as a single node lists it
+        state = "claimed" if r["exit_state"] in ("sending", "unknown") else r["exit_state"]
+        listing["bracket"] = {"list_id": r["exit_id"], "state": state}
+    return listing

@@ -165,6 +165,11 @@ async def _release(leader: OrderLeader, lease: Lease, row: Any) -> int:
     if req is None or not await _claim(leader, lease, req):
         return 0
     await list_intents.send_claimed(leader, req, lease)
+    answer = await leader.db.fetchrow(
+        "SELECT state, answer FROM cluster_order_intents WHERE client_order_id = $1", list_id
+    )
+    if answer is not None and answer["state"] == "rejected":  # the position it should protect is unprotected
+        log.error("bracket_exit_refused", list_client_id=list_id, entry=entry.client_order_id, answer=answer["answer"])
     return 1
 
 

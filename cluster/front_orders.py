@@ -39,6 +39,7 @@ from brokers.service import UNATTENDED_PREFIX
 from cluster import bracket_exits, list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
+from config.postgres import StorageUnavailable
 
 
 class FrontOrders:
@@ -94,7 +95,15 @@ class FrontOrders:
         if exit_oco is not None:
             filled = answer is not None and answer.order is not None and answer.order.status == "FILLED"
             wait_s = self.answer_wait_s if filled else 0.0
-            out["bracket"] = await bracket_exits.exit_view(self.intents, self.account, exit_oco, wait_s=wait_s)
+            try:
+                out["bracket"] = await bracket_exits.exit_view(self.intents, self.account, exit_oco, wait_s=wait_s)
+            except StorageUnavailable as exc:  # the entry's answer stands: never report a sent order as failed
+                out["bracket"] = {
+                    "list_id": exit_oco.list_client_id,
+                    "kind": exit_oco.kind,
+                    "state": "unknown",
+                    "note": f"the exit's state could not be read ({exc}); get_orders shows it",
+                }
         return out
 
     async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]:

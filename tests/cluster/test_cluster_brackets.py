@@ -20,6 +20,7 @@ from brokers.models import Actor, OrderRequest
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused, SafetyLimits
 from cluster import bracket_exits
+from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader
@@ -76,6 +77,11 @@ async def test_a_market_entry_fills_and_its_exit_sells_what_it_bought_once(
         entry_row, exit_row = await _row(db, "mk-entry"), await _row(db, bracket["list_id"])
         assert entry_row["notional"] > Decimal(PRICE * 0.002) and exit_row["notional"] is None
         assert exit_row["entry_client_order_id"] == "mk-entry" and exit_row["state"] == "placed"
+
+        # get_orders lists the entry with its bracket, and the exit's legs
+        listed = {o["id"]: o for o in await AccountView(db, ACCOUNT).get_orders("all", actor=ALICE)}
+        assert listed["mk-entry"]["bracket"] == {"list_id": bracket["list_id"], "state": "placed"}
+        assert {listed[leg["order_id"]]["list_id"] for leg in bracket["legs"]} == {bracket["list_id"]}
 
         # its ids are taken; the exit is cancelled whole by a leg's id, by the leader
         with pytest.raises(OrderRefused, match="already used"):
