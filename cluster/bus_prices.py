@@ -67,6 +67,8 @@ class BusPrices:
         self._subscription: Subscription | None = None
         self.received = 0
         self.invalid = 0
+        self.listeners: list[Callable[[TickMessage], None]] = []
+        """Told of each tick newer than the one held (a front's open dashboard pages)."""
 
     async def open(self) -> None:
         """Subscribe (:class:`~cluster.bus_errors.BusError` while NATS is away)."""
@@ -89,6 +91,8 @@ class BusPrices:
         held = self._ticks.get(tick.symbol)
         if held is None or tick.time_ms >= held[0].time_ms:
             self._ticks[tick.symbol] = (tick, self._clock())
+            for listener in self.listeners:
+                listener(tick)
 
     def _fresh(self, symbol: str) -> TickMessage | None:
         held = self._ticks.get(symbol)

@@ -15,6 +15,7 @@ from dashboard.deps import ClusterPages, DashboardDeps
 from dashboard.pg_sessions import PgSessionStore
 from dashboard.routes import dashboard_routes
 from dashboard.sessions import Sessions, SessionStore
+from engine.events import Tick
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import OAuthStore
@@ -32,6 +33,7 @@ def dashboard_setup(
     *,
     cluster: ClusterPages | None = None,
     notified: list[Callable[[], None]] | None = None,
+    ticks: list[Callable[[Tick], None]] | None = None,
 ) -> list[BaseRoute]:
     """The /ui routes, or none when the dashboard is switched off or nothing stores sessions.
 
@@ -61,5 +63,6 @@ def dashboard_setup(
         attempts=attempts or PassphraseAttempts(),
         cluster=cluster,
         notified=notified,
+        ticks=ticks,
     )
     return dashboard_routes(deps, guard)

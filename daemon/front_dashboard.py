@@ -22,8 +22,10 @@ an engine and an order service (:class:`FrontPages`, its ``ClusterPages``):
   pages — within that period of the commit.  Not an announcement from the workers: the push announcements
   (NOTIFY or NATS) cover principals with a push subscription only, and one more announcement per
   firing transaction would put a PostgreSQL ``NOTIFY`` — serialised at commit — back on every firing
-  on ``bus = "nats"``.  The markets page's prices and charts refresh on load (a front follows no
-  market stream).
+  on ``bus = "nats"``.  On ``bus = "nats"`` the workers' ticks (cluster/bus_prices.py) go to open
+  pages as ``tick`` events on each followed interval of the symbol, so prices and the forming bar
+  move live; closed bars and indicator updates are not pushed (a page reloads a chart to see them).
+  On ``bus = "local"`` a front has no market data at all: prices and charts refresh when loaded.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from brokers.models import Actor, Fill
 from brokers.order_args import OrderInputError
 from brokers.order_store import fill_of
 from cluster.account_mirror import AccountView
-from cluster.bus_prices import BusPrices
+from cluster.bus_prices import BusPrices, TickMessage
 from cluster.followed import UNIVERSE_SQL
 from cluster.marks import MarketMarks
 from cluster.membership import Membership, owner_of
@@ -47,6 +49,8 @@ from config.postgres import PostgresDatabase, StorageUnavailable
 from daemon.dashboard_runtime import dashboard_setup
 from daemon.front_runtime import Front, quiet
 from dashboard.api import fill_view
+from engine.events import Tick
+from engine.market_data.intervals import interval_seconds
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tools import Services
@@ -79,10 +83,35 @@ class FrontPages:
         self.configured = configured
         """The front's configured markets (``SYMBOL interval``): the workers' settings should match."""
         self.prices = prices
+        self.ticks: list[Callable[[Tick], None]] = []
+        """The open pages' tick hooks (the workers' ticks on NATS, one per market of the symbol)."""
+        self._intervals: dict[str, set[str]] = {}
+        self._learn(configured)
+        if prices is not None:
+            prices.listeners.append(self.on_tick)
+
+    def _learn(self, markets: list[str]) -> None:
+        """The intervals each symbol is followed at (what a tick is shown on), as of the last listing."""
+        intervals: dict[str, set[str]] = {}
+        for market in markets:
+            symbol, interval = market.split(" ", 1)
+            intervals.setdefault(symbol, set()).add(interval)
+        self._intervals = intervals
+
+    def on_tick(self, tick: TickMessage) -> None:
+        """A worker's tick: to every open page, on each followed interval of its symbol."""
+        if not self.ticks:
+            return
+        for interval in sorted(self._intervals.get(tick.symbol, ())):
+            step = interval_seconds(interval)
+            shown = Tick(tick.symbol, interval, tick.price, tick.time_ms, tick.time_ms // 1000 // step * step)
+            for listener in list(self.ticks):
+                listener(shown)
 
     async def markets(self) -> list[dict[str, Any]]:
         rows = await self.db.fetch(UNIVERSE_SQL)
         universe = sorted(set(self.configured) | {f"{r['symbol']} {r['interval']}" for r in rows})
+        self._learn(universe)
         workers = await self.membership.live("worker")
         marks = {m.market: m for m in await MarketMarks(self.db).all()}
         out = []
@@ -227,4 +256,5 @@ def front_dashboard(
     if services.scheduler is not None:
         services.scheduler.every("dashboard-fired-watch", FIRED_WATCH_S, quiet(watch.check))
         services.scheduler.run_soon("dashboard-fired-watch")  # the first read now: pages open from here on
-    return dashboard_setup(settings, services, health, attempts, cluster=pages, notified=watch.listeners)
+    ticks = pages.ticks if front.prices is not None else None
+    return dashboard_setup(settings, services, health, attempts, cluster=pages, notified=watch.listeners, ticks=ticks)

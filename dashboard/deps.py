@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from brokers.models import Fill
 from dashboard.sessions import Sessions
+from engine.events import Tick
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import OAuthStore
@@ -53,6 +54,9 @@ class DashboardDeps:
     """Told when tokens, OAuth clients or sessions changed (open event streams send ``access``)."""
     cluster: ClusterPages | None = None
     """A cluster front's markets, account and fills (it has no engine or order service of its own)."""
+    ticks: list[Callable[[Tick], None]] | None = None
+    """Where a front's open event streams register for prices (the workers' ticks on ``bus = "nats"``,
+    one per market of the symbol); None where the engine's subscription is used."""
     notified: list[Callable[[], None]] | None = None
     """Where a front's open event streams register to hear that alerts fired anywhere in the cluster
     (daemon/front_dashboard.py ``FiredWatch``): they then send ``notifications``; None on a single

@@ -123,6 +123,8 @@ async def _stream(deps: DashboardDeps, session: Session) -> AsyncIterator[bytes]
     hook(orders.listeners if orders is not None else None, "orders")
     hook(deps.listeners, "access")
     hook(deps.notified, "notifications")  # a cluster front
+    if deps.ticks is not None:  # a cluster front on NATS: the workers' prices
+        deps.ticks.append(pending.tick)
     hook(deps.sessions.listeners, "access")
     tasks = [
         asyncio.create_task(_engine_events(deps, pending), name="dashboard-engine-events"),
@@ -167,6 +169,8 @@ async def _stream(deps: DashboardDeps, session: Session) -> AsyncIterator[bytes]
         for listeners, fn in hooks:
             if fn in listeners:
                 listeners.remove(fn)
+        if deps.ticks is not None and pending.tick in deps.ticks:
+            deps.ticks.remove(pending.tick)
 
 
 async def events(request: Request, deps: DashboardDeps, session: Session) -> Response:
