@@ -4,9 +4,10 @@
 A session signed in at one front (the passphrase set by ``chartgen passphrase set --cluster``) is a
 session at the other; the markets page lists the workers' markets with their owner; an alert set
 from one front's page is listed at the other, fired by the worker, announced live on the other
-front's open event stream (``notifications``) and listed with its marker on the chart; the orders
-page shows the leader's mirror of the account (balances, the fills of an order placed through MCP);
-a session revoked at one front is refused at the other on its next request.
+front's open event stream (``notifications``) and listed with its marker on the chart; on
+``bus = "nats"`` the workers' ticks reach the open page as ``tick`` events (on ``local``, none);
+the orders page shows the leader's mirror of the account (balances, the fills of an order placed
+through MCP); a session revoked at one front is refused at the other on its next request.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.cluster.test_front_oauth import set_cluster_passphrase
 from tests.dashboard.test_dashboard_access import csrf_of, sign_in
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
 
 pytestmark = pytest.mark.timeout(240)
@@ -49,15 +51,36 @@ async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
         return r.status, (await r.json() if r.content_type == "application/json" else await r.text())
 
 
-async def _next_event(stream: aiohttp.ClientResponse, name: str, timeout_s: float = DEADLINE_S) -> None:
+async def _next_event(stream: aiohttp.ClientResponse, name: str, timeout_s: float = DEADLINE_S) -> list[str]:
+    """Read ``stream`` up to event ``name``: the data of every event on the way, by name."""
+    seen: list[str] = []
     async with asyncio.timeout(timeout_s):
-        async for line in stream.content:
-            if line.decode().strip() == f"event: {name}":
-                return
+        event = ""
+        async for raw in stream.content:
+            line = raw.decode().strip()
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+                if event == name:
+                    return seen
+            elif line.startswith("data: ") and event:
+                seen.append(f"{event} {line.removeprefix('data: ')}")
+    return seen
 
 
 async def test_the_dashboard_at_two_fronts_shares_sessions_and_shows_the_cluster(
     sim: Any, cluster: tuple[str, PostgresDatabase], tmp_path: Path
+) -> None:
+    await _dashboard_at_two_fronts(sim, cluster, tmp_path, "local", {})
+
+
+async def test_on_nats_the_dashboard_at_a_front_shows_the_workers_ticks_live(
+    sim: Any, cluster: tuple[str, PostgresDatabase], tmp_path: Path, nats_server: NatsServer
+) -> None:
+    await _dashboard_at_two_fronts(sim, cluster, tmp_path, "nats", nats_env(nats_server.url))
+
+
+async def _dashboard_at_two_fronts(
+    sim: Any, cluster: tuple[str, PostgresDatabase], tmp_path: Path, bus: str, bus_env: dict[str, str]
 ) -> None:
     dsn, db = cluster
     await set_cluster_passphrase(dsn)
@@ -65,8 +88,10 @@ async def test_the_dashboard_at_two_fronts_shares_sessions_and_shows_the_cluster
     env = leader_env(dsn, sim.url, CHARTGEN_CLUSTER_HEARTBEAT_S=str(HEARTBEAT_S))
     front_env = {k: v for k, v in env.items() if not k.startswith("BINANCE_")}
     front_env |= {"CHARTGEN_SYMBOLS": SYMBOL, "CHARTGEN_INTERVALS": "1m"}
-    front_env |= {"CHARTGEN_CLUSTER_LIVENESS_S": str(LIVENESS_S)}
-    workers = Workers(dsn, sim.url, tmp_path, symbols=[SYMBOL], heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S)
+    front_env |= {"CHARTGEN_CLUSTER_LIVENESS_S": str(LIVENESS_S), **bus_env}
+    workers = Workers(
+        dsn, sim.url, tmp_path, symbols=[SYMBOL], heartbeat_s=HEARTBEAT_S, liveness_s=LIVENESS_S, env=bus_env
+    )
     leader = await start_leader(env)
     fronts: list[DaemonProc] = []
     try:
@@ -121,7 +146,13 @@ async def test_the_dashboard_at_two_fronts_shares_sessions_and_shows_the_cluster
                         return [n["alert_id"] for n in body["notifications"]] or None
 
                     assert await until(fired, DEADLINE_S, every_s=0.2) == [alert_id]
-                    await _next_event(stream, "notifications")
+                    before = await _next_event(stream, "notifications")
+                    ticks = [json.loads(x.removeprefix("tick ")) for x in before if x.startswith("tick ")]
+                    if bus == "nats":  # the workers' ticks, live: the crossing price among them
+                        assert {(t["symbol"], t["interval"]) for t in ticks} == {(SYMBOL, "1m")}
+                        assert any(t["price"] >= level for t in ticks), ticks
+                    else:
+                        assert ticks == []
                 status, chart = await _get(at_a, f"{a.base}/ui/api/chart?symbol={SYMBOL}&interval=1m&bars=50")
                 assert status == 200 and chart["bars"], chart
                 assert [m["kind"] for m in chart["markers"]] == ["alert"]
