@@ -88,7 +88,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
-    from tests.support.daemon_proc import DaemonProc, start_daemon
+    from tests.support.daemon_proc import DaemonProc, start_fronts
     from tests.support.nats import running_nats
     from tests.support.postgres import postgres_server
     from tests.support.workers import Workers, until, window_problems
@@ -143,9 +143,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for _ in range(args.workers):
                 await workers.start(http=True)
-            for _ in range(args.fronts):
-                fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
-            await asyncio.gather(*(f.wait_ready() for f in fronts))
+            await start_fronts(fronts, args.fronts, env)
             await until(lambda: workers.settled(db, args.workers), DEADLINE_S, 0.1)
             worker_urls = [await workers.http_url(i) for i in range(args.workers)]
             print(f"  {args.workers} workers live on {args.markets} markets, {args.fronts} fronts ready", flush=True)

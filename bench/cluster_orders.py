@@ -64,7 +64,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
-    from tests.support.daemon_proc import DaemonProc, start_daemon
+    from tests.support.daemon_proc import DaemonProc, start_fronts
     from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
     from tests.support.postgres import postgres_server
     from tests.support.secret_scan import daemon_log_file
@@ -98,9 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         answers: list[tuple[str, bool, str]] = []
         row: dict[str, Any] = {"fronts": args.fronts, "leaders": args.leaders, "orders": args.orders}
         try:
-            for _ in range(args.fronts):
-                fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
-            await asyncio.gather(*(f.wait_ready() for f in fronts))
+            await start_fronts(fronts, args.fronts, env)
             await until(holder, DEADLINE_S, 0.1)
 
             async def burst(tag: str, on_answer: Any = None) -> list[tuple[str, bool, str, float, float]]:

@@ -119,13 +119,7 @@ async def test_while_halted_the_exit_waits_and_goes_out_after_the_resume(
     one is voided by cancel_order; after the resume the other is sent, once."""
     _, db = cluster
     broker = await leader_broker(sim)
-    exits = []
-    for cid in ("mk-h1", "mk-h2"):
-        entry = _market(cid)
-        exit_oco = exit_request(entry, _bracket(), working=False)
-        filled = await broker.place(entry)
-        await _record_filled(db, entry, exit_oco, ORDER_JSON.dump_python(filled))
-        exits.append(exit_oco)
+    exits = await _filled_entries(db, broker, ["mk-h1", "mk-h2"], "waiting")
     halt = ClusterHalt(db, ACCOUNT, wake_channel=INTENTS_CHANNEL)
     await halt.halt(reason="test", by="mcp:alice")
     leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0)
@@ -162,13 +156,7 @@ async def test_an_exit_a_dead_leader_claimed_is_settled_by_its_id_and_sent_only_
     first is placed as found, the second armed again and sent — each list on the exchange once."""
     _, db = cluster
     broker = await leader_broker(sim)
-    exits = []
-    for cid in ("mk-d1", "mk-d2"):
-        entry = _market(cid)
-        exit_oco = exit_request(entry, _bracket(), working=False)
-        filled = await broker.place(entry)
-        await _record_filled(db, entry, exit_oco, ORDER_JSON.dump_python(filled), exit_state="sending")
-        exits.append(exit_oco)
+    exits = await _filled_entries(db, broker, ["mk-d1", "mk-d2"], "sending")
     await broker.place_list(exits[0])  # the dead leader's request that arrived
     async with leading(db, broker, member_id="m2", settle_margin_s=0.2) as (_leader, _intents):
         for x in exits:
@@ -211,6 +199,19 @@ async def test_an_entry_answered_without_its_fills_is_sized_from_the_mirrored_tr
     finally:
         await leader.resign()
         await broker.close()
+
+
+async def _filled_entries(db: PostgresDatabase, broker: Any, cids: list[str], exit_state: str) -> list[Any]:
+    """Market entries placed on the exchange (FILLED) and recorded with their exits in ``exit_state``
+    (a dead leader's ``sending`` under token 0); the exits' requests."""
+    exits = []
+    for cid in cids:
+        entry = _market(cid)
+        exit_oco = exit_request(entry, _bracket(), working=False)
+        filled = await broker.place(entry)
+        await _record_filled(db, entry, exit_oco, ORDER_JSON.dump_python(filled), exit_state=exit_state)
+        exits.append(exit_oco)
+    return exits
 
 
 async def _record_filled(

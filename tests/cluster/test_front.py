@@ -31,7 +31,7 @@ from alerts.channels.messages import verify_signature
 from cluster.membership import Membership
 from config.postgres import PostgresDatabase
 from tests.support.channel_receivers import Receiver
-from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
 from tests.support.workers import Workers, real_clock_simulator, until
 
 SYMBOLS = ["FA0USDT", "FA1USDT"]
@@ -139,9 +139,7 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
     fronts: list[DaemonProc] = []
     try:
         await workers.start(http=True)
-        for _ in range(2):
-            fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
-        await asyncio.gather(*(f.wait_ready() for f in fronts))
+        await start_fronts(fronts, 2, env)
         await until(lambda: workers.settled(db, 1), DEADLINE_S)
         worker_url = await workers.http_url(0)
         a, b = fronts

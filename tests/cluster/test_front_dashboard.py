@@ -28,7 +28,7 @@ from mcp_bridge.scopes import ADMIN, ALL_SCOPES
 from tests.cluster.test_front import worker_alerts
 from tests.cluster.test_front_oauth import set_cluster_passphrase
 from tests.dashboard.test_dashboard_access import csrf_of, sign_in
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
@@ -96,9 +96,7 @@ async def _dashboard_at_two_fronts(
     fronts: list[DaemonProc] = []
     try:
         await workers.start(http=True)
-        for _ in range(2):
-            fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env))
-        await asyncio.gather(*(f.wait_ready() for f in fronts))
+        await start_fronts(fronts, 2, front_env)
         await until(lambda: workers.settled(db, 1), DEADLINE_S)
         await until(lambda: lease_holder(db), DEADLINE_S)
         worker_url = await workers.http_url(0)

@@ -29,7 +29,7 @@ from brokers.simulator.accounts import FEE
 from cluster.orders import lease_name
 from config.postgres import PostgresDatabase
 from tests.cluster.test_front import call, call_error, token_command
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
 from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
 from tests.support.workers import pid_of, real_clock_simulator, until
 
@@ -72,9 +72,7 @@ async def test_the_leader_is_killed_mid_burst_and_no_order_is_lost_or_doubled(
     leaders = [await start_leader(env) for _ in range(2)]
     fronts: list[DaemonProc] = []
     try:
-        for _ in range(2):
-            fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
-        await asyncio.gather(*(f.wait_ready() for f in fronts))
+        await start_fronts(fronts, 2, env)
         first = await until(lambda: lease_holder(db), 60)
         price = Decimal(str(dict(sim.exchange.start_prices())[SYMBOL]))
         qty = (Decimal(20) / price).quantize(Decimal("0.00001"), rounding=ROUND_UP)  # ~20 USDT each

@@ -32,7 +32,7 @@ from alerts.pg_store import PgAlertStore
 from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, next_alert_frame, real_clock_simulator, until
 
@@ -124,9 +124,7 @@ async def test_a_nats_outage_degrades_the_roles_loses_no_notification_and_heals(
     base = {s: float(p) for s, p in sim.exchange.start_prices()}
     try:
         await workers.start(http=True)
-        for _ in range(2):
-            fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=front_env))
-        await asyncio.gather(*(f.wait_ready() for f in fronts))
+        await start_fronts(fronts, 2, front_env)
         await until(lambda: workers.settled(db, 1), DEADLINE_S)
         worker_url = await workers.http_url(0)
         a, b = fronts

@@ -73,6 +73,14 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+async def start_fronts(fronts: list[DaemonProc], n: int, env: dict[str, str]) -> None:
+    """Start ``n`` cluster fronts (``--serve --cluster``) into ``fronts`` — each added as it starts, so
+    the caller's clean-up stops those that did — and wait until every one is ready."""
+    for _ in range(n):
+        fronts.append(await start_daemon(["--serve", "--cluster"], data_dir=None, env=env))
+    await asyncio.gather(*(f.wait_ready() for f in fronts))
+
+
 async def start_daemon(
     args: Sequence[str],
     *,
