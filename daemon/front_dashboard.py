@@ -8,9 +8,10 @@ an engine and an order service (:class:`FrontPages`, its ``ClusterPages``):
   every front, a revocation holds at every front on the next request;
 - **markets**: the workers' universe (the armed alerts', the operator's followed markets, the
   configured ones) with each market's rendezvous owner among the live workers and its evaluation
-  mark (cluster/marks.py): ``live`` while a live worker owns it, ``ready`` when that worker's mark
-  is under :data:`READY_LAG_S` behind; the price is the newest tick from the workers on
-  ``bus = "nats"`` (cluster/bus_prices.py), else none;
+  mark (cluster/marks.py): ``live`` once that owner wrote the market's mark (it took the market
+  over), ``ready`` while the mark is under :data:`READY_LAG_S` behind (a market configured at this
+  front but in no worker's settings has an owner and no mark: not live); the price is the newest
+  tick from the workers on ``bus = "nats"`` (cluster/bus_prices.py), else none;
 - **orders**: the leader's mirror of the account (cluster/account_mirror.py ``AccountView``: open
   orders and list legs, balances, positions, fills) — with the single node's keys, and an ``error``
   naming why when the mirror cannot be read (no leader, a stale snapshot, PostgreSQL away);
@@ -19,13 +20,14 @@ an engine and an order service (:class:`FrontPages`, its ``ClusterPages``):
 - **live events**: a job of the front's scheduler reads the newest fired alert's sequence number
   every :data:`FIRED_WATCH_S` (:class:`FiredWatch`: one backward scan of ``alert_events``' unique
   index, stopping at the first fired row) and, when it moved, sends ``notifications`` to the open
-  pages — within that period of the commit.  Not an announcement from the workers: the push announcements
-  (NOTIFY or NATS) cover principals with a push subscription only, and one more announcement per
-  firing transaction would put a PostgreSQL ``NOTIFY`` — serialised at commit — back on every firing
-  on ``bus = "nats"``.  On ``bus = "nats"`` the workers' ticks (cluster/bus_prices.py) go to open
-  pages as ``tick`` events on each followed interval of the symbol, so prices and the forming bar
-  move live; closed bars and indicator updates are not pushed (a page reloads a chart to see them).
-  On ``bus = "local"`` a front has no market data at all: prices and charts refresh when loaded.
+  pages — within that period of the commit.  Not an announcement from the workers: the push
+  announcements (NOTIFY or NATS) cover principals with a push subscription only, and one more
+  announcement per firing transaction would put a PostgreSQL ``NOTIFY`` — serialised at commit —
+  back on every firing on ``bus = "nats"``.  On ``bus = "nats"`` the workers' ticks
+  (cluster/bus_prices.py) go to open pages as ``tick`` events on each followed interval of the
+  symbol, so prices and the forming bar move live; closed bars and indicator updates are not pushed
+  (a page reloads a chart to see them).  On ``bus = "local"`` a front has no market data at all:
+  prices and charts refresh when loaded.
 """
 
 from __future__ import annotations
@@ -119,14 +121,15 @@ class FrontPages:
             symbol, interval = market.split(" ", 1)
             owner = owner_of(market, workers) if workers else None
             mark = marks.get(market)
-            fresh = mark is not None and mark.member == owner and mark.lag_s <= READY_LAG_S
+            live = mark is not None and mark.member == owner  # its owner has taken it over and evaluates it
+            fresh = live and mark is not None and mark.lag_s <= READY_LAG_S
             price = self.prices.last_price(symbol) if self.prices is not None else None
             out.append(
                 {
                     "symbol": symbol,
                     "interval": interval,
                     "last_price": price,
-                    "live": owner is not None,
+                    "live": live,
                     "ready": fresh,
                     "worker": owner,
                     "lag_s": None if mark is None else round(mark.lag_s, 3),
