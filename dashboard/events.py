@@ -1,13 +1,14 @@
 """The dashboard's live stream (``GET /ui/events``): one SSE connection per open page.
 
-Sources, all pushed (nothing polls the database): engine events through a bounded engine
+Sources, all pushed (nothing here polls the database): engine events through a bounded engine
 subscription (ticks, closed bars, indicator updates), every firing and action outcome through
 the alert feed, and "something changed" signals from the alert service, the order service and
-the access pages.  A cluster front has no engine and no feed: a firing anywhere in the cluster sends
-``notifications`` (the page reloads the list; daemon/front_dashboard.py says how the front learns of it).  Ticks are
-coalesced per market — a browser that falls behind gets the newest
-price of each market, never a growing backlog — and the engine subscription itself drops the
-oldest events when full.  Readiness is compared on every closed bar and keep-alive; the session
+the access pages.  A cluster front has no engine and no feed: its ``notified`` hooks send
+``notifications`` when alerts fired anywhere in the cluster (the page reloads the list), and its
+``ticks`` hooks the workers' prices on ``bus = "nats"`` (daemon/front_dashboard.py says how the
+front learns of both).  Ticks are coalesced per market — a browser that falls behind gets the
+newest price of each market, never a growing backlog — and the engine subscription itself drops
+the oldest events when full.  Readiness is compared on every closed bar and keep-alive; the session
 is re-checked on every access change and keep-alive, and a revoked or expired one ends the
 stream with ``bye``.
 """
@@ -96,7 +97,7 @@ async def _engine_events(deps: DashboardDeps, pending: _Pending) -> None:
 async def _feed(deps: DashboardDeps, pending: _Pending) -> None:
     feed = deps.services.feed
     if feed is None:
-        return  # a cluster front: the relay's observers flag "notifications" instead (_stream)
+        return  # a cluster front: its ``notified`` hooks flag "notifications" instead (_stream)
     watcher = feed.watch()
     try:
         while True:
