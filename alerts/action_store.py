@@ -11,7 +11,7 @@ poll notification and the queued push frame, in one transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,22 @@ def commit_actions_in(
         )
         outcomes[alert_id] = outcome
     return outcomes
+
+
+def strip_actions_in(conn: sqlite3.Connection, principals: Sequence[str]) -> list[str]:
+    """Inside the caller's transaction (a revocation): remove the action of every armed alert of
+    ``principals``; the alert ids.  The alerts stay, as plain alerts: their owner's notifications
+    still come.  The firing transaction reads the stored record, so an alert firing afterwards —
+    in this process or another — places no order."""
+    stripped: list[str] = []
+    for principal in principals:
+        cur = conn.execute(
+            "UPDATE alerts SET record = json_remove(record, '$.action')"
+            " WHERE principal = ? AND json_extract(record, '$.action') IS NOT NULL RETURNING id",
+            (principal,),
+        )
+        stripped.extend(str(r[0]) for r in cur.fetchall())
+    return sorted(stripped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 :class:`ChannelRouting` decides which channels a fired alert goes to — the operator's
 ``notify_all_channels`` for everybody, plus the channels the owner routed its own notifications
 to with ``subscribe_notifications {"channels": [...]}`` (when the subscription's filters match
-the alert); :func:`outbox_rows` makes a firing's rows (both stores).  :func:`enqueue_in` writes
+the alert, and only channels whose ``subscribers`` grant somebody); :func:`outbox_rows` makes a
+firing's rows (both stores).  :func:`enqueue_in` writes
 them on the firing transaction's connection, so a notification is in the outbox exactly when its
 alert has fired; :func:`set_action_in` puts an alert action's outcome into the undelivered rows in
 the transaction that records the outcome.  :class:`OutboxStore` is the delivery side the channel
@@ -32,17 +33,27 @@ class ChannelRouting:
     known: frozenset[str] = frozenset()
     all_principals: tuple[str, ...] = ()
     """``notify_all_channels``, in the order configured."""
+    subscribable: frozenset[str] | None = None
+    """Channels whose ``subscribers`` grant anybody (None: every known channel, for tests and benches
+    that build a routing by hand).  A principal's own routing to any other channel is dropped at
+    firing time — a subscription stored before the operator took the grant away reaches nothing."""
 
     @classmethod
     def configured(cls, settings: Settings) -> ChannelRouting:
-        """The operator's ``[channels.NAME]`` and ``notify_all_channels``."""
-        return cls(known=frozenset(settings.channels), all_principals=tuple(settings.notify_all_channels))
+        """The operator's ``[channels.NAME]``, ``notify_all_channels`` and each channel's ``subscribers``."""
+        return cls(
+            known=frozenset(settings.channels),
+            all_principals=tuple(settings.notify_all_channels),
+            subscribable=frozenset(name for name, ch in settings.channels.items() if ch.subscribers),
+        )
 
     def for_alert(self, own: Iterable[str] | None) -> list[str]:
-        """The channels of one notification: everybody's, then the owner's own (unknown names skipped)."""
+        """The channels of one notification: everybody's, then the owner's own (unknown or ungranted
+        names skipped; who may subscribe is checked by name when subscribing, alerts.service)."""
         out = list(self.all_principals)
+        allowed = self.known if self.subscribable is None else self.known & self.subscribable
         for name in own or ():
-            if name in self.known and name not in out:
+            if name in allowed and name not in out:
                 out.append(name)
         return out
 
@@ -153,6 +164,33 @@ def delivery_of(r: Mapping[str, Any]) -> Delivery:
 
 HEAD_COLUMNS = "id, channel, notification_id, principal, payload, created_at, attempts, next_at"
 
+_HEAD_COLUMNS_Q = ", ".join("q." + c.strip() for c in HEAD_COLUMNS.split(","))
+
+HEAD_SQL = (
+    "WITH RECURSIVE p(principal) AS ("
+    " SELECT MIN(principal) FROM outbox WHERE channel = {channel} AND state = 'pending'"
+    " UNION ALL"
+    " SELECT (SELECT MIN(o.principal) FROM outbox o"
+    " WHERE o.channel = {channel} AND o.state = 'pending' AND o.principal > p.principal)"
+    " FROM p WHERE p.principal IS NOT NULL),"
+    " cut(principal, last_id) AS MATERIALIZED ("
+    " SELECT principal, (SELECT c.id FROM outbox c"
+    " WHERE c.channel = {channel} AND c.state = 'pending' AND c.principal = p.principal"
+    " ORDER BY c.id LIMIT 1 OFFSET {limit} - 1)"
+    " FROM p WHERE p.principal IS NOT NULL)"
+    f" SELECT {_HEAD_COLUMNS_Q} FROM cut, outbox q"
+    " WHERE q.channel = {channel} AND q.state = 'pending' AND q.principal = cut.principal"
+    " AND q.id <= COALESCE(cut.last_id, 9223372036854775807)"
+    " ORDER BY q.id"
+)
+"""The head of a channel's queue: each principal's ``limit`` oldest pending rows (placeholders by store).
+
+A skip scan over the ``outbox_principal_pending`` index (alerts migration 5): the recursive part
+finds the principals with pending rows one index seek each, ``cut`` the id of each one's
+``limit``-th row, and the rows are read up to it — the cost grows with the rows handed out and the
+principals waiting, not with the backlog (a window over every pending row of the channel made
+each head read O(backlog): 10,000 queued notifications took 5.8 s to deliver instead of 3.3 s)."""
+
 COUNTS_SQL = "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
 
 
@@ -173,8 +211,8 @@ class Outbox(Protocol):
     async def head(self, channel: str, limit: int = 200) -> list[Delivery]: ...
     async def payload(self, row_id: int) -> str | None: ...
     async def delivered(self, row_ids: Sequence[int], now: float) -> None: ...
-    async def retry_later(self, row_id: int, next_at: float, error: str) -> None: ...
-    async def failed(self, row_id: int, now: float, error: str) -> None: ...
+    async def retry_later(self, row_ids: Sequence[int], next_at: float, error: str) -> None: ...
+    async def failed(self, row_ids: Sequence[int], now: float, error: str) -> None: ...
     async def counts(self) -> dict[str, ChannelCounts]: ...
     async def prune(self, before: float) -> int: ...
 
@@ -182,21 +220,20 @@ class Outbox(Protocol):
 class OutboxStore:
     """The delivery side of the outbox: the head of a channel's queue and its state changes.
 
-    Each state change is one transaction; delivered marks are written in batches by the sender
-    (a crash between a 2xx and its mark re-sends that row: delivery is at-least-once)."""
+    Each state change is one transaction, whatever rows it covers (a digest message's rows are
+    marked together); delivered marks are written in batches by the sender (a crash between a 2xx
+    and its mark re-sends that row: delivery is at-least-once)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def head(self, channel: str, limit: int = 200) -> list[Delivery]:
-        """The channel's oldest pending rows, in id (= firing) order, once they are on disk.
+        """Each principal's ``limit`` oldest pending rows of the channel, in id (= firing) order, once
+        they are on disk (:data:`HEAD_SQL`: one principal's backlog never hides another's rows).
 
         A firing may be committed before its disk flush (``AlertStore.fire_synced_later``); its
         rows are only handed out after a flush that covers them, like its push frames."""
-        rows = await self.db.fetchall(
-            f"SELECT {HEAD_COLUMNS} FROM outbox WHERE channel = ? AND state = 'pending' ORDER BY id LIMIT ?",
-            (channel, limit),
-        )
+        rows = await self.db.fetchall(HEAD_SQL.format(channel="?1", limit="?2"), (channel, limit))
         if rows and self.db.wal_sync is not None:
             await self.db.wal_sync.request()
         return [delivery_of(r) for r in rows]
@@ -215,21 +252,24 @@ class OutboxStore:
                     [(now, i) for i in row_ids],
                 )
 
-    async def retry_later(self, row_id: int, next_at: float, error: str) -> None:
-        async with self.db.transaction() as tx:
-            await tx.execute(
-                "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_error = ?"
-                " WHERE id = ? AND state = 'pending'",
-                (next_at, error[:500], row_id),
-            )
+    async def retry_later(self, row_ids: Sequence[int], next_at: float, error: str) -> None:
+        if row_ids:
+            async with self.db.transaction() as tx:
+                await tx.executemany(
+                    "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_error = ?"
+                    " WHERE id = ? AND state = 'pending'",
+                    [(next_at, error[:500], i) for i in row_ids],
+                )
 
-    async def failed(self, row_id: int, now: float, error: str) -> None:
-        async with self.db.transaction() as tx:
-            await tx.execute(
-                "UPDATE outbox SET state = 'failed', done_at = ?, last_error = COALESCE(last_error, ?)"
-                " WHERE id = ? AND state = 'pending'",
-                (now, error[:500], row_id),
-            )
+    async def failed(self, row_ids: Sequence[int], now: float, error: str) -> None:
+        """Mark rows failed; a row keeps the error of its last attempt when it had one."""
+        if row_ids:
+            async with self.db.transaction() as tx:
+                await tx.executemany(
+                    "UPDATE outbox SET state = 'failed', done_at = ?, last_error = COALESCE(last_error, ?)"
+                    " WHERE id = ? AND state = 'pending'",
+                    [(now, error[:500], i) for i in row_ids],
+                )
 
     async def counts(self) -> dict[str, ChannelCounts]:
         """Per channel: pending, delivered and failed rows and the creation time of the oldest pending one."""

@@ -20,7 +20,7 @@ in the transaction, or the store's ``announce_push`` after it).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -41,6 +41,19 @@ PgCommitAction = Callable[[asyncpg.Connection, Any], Awaitable[None]]
 """Inside the firing transaction: record an action's order intent (raises ActionRefused)."""
 
 NO_ORDER_PATH = "the order path is not running on this worker (alert actions need the cluster's order leader)"
+
+
+async def strip_actions(conn: asyncpg.Connection, principals: Sequence[str]) -> list[str]:
+    """Inside the caller's transaction (a revocation): remove the action of every armed alert of
+    ``principals``; the alert ids.  The alerts stay as plain alerts; the firing transaction reads
+    the stored record, so an alert firing afterwards on any worker places no order."""
+    rows = await conn.fetch(
+        "UPDATE alerts SET record = (record::jsonb - 'action')::text"
+        " WHERE principal = ANY($1::text[]) AND (record::jsonb) ? 'action'"
+        " AND (record::jsonb -> 'action') <> 'null'::jsonb RETURNING id",
+        list(principals),
+    )
+    return sorted(str(r["id"]) for r in rows)
 
 
 async def commit_actions(

@@ -8,7 +8,8 @@ for a cluster, where several workers fire and one process at a time delivers.
 - :func:`set_action` writes an alert action's final outcome into the notification's undelivered
   rows, in the transaction that makes the outcome final (alerts/pg_actions.py).
 - :class:`PgOutboxStore` is the sender's :class:`~alerts.outbox_store.Outbox`: the head of a
-  channel's queue and its state changes, each one transaction.
+  channel's queue (each principal's oldest rows) and its state changes, each one statement (a
+  digest message's rows are marked in one).
 
 Order: a row's id is taken when it is inserted, not when it commits, so two workers' firings
 committing in the other order can let the sender read a later row before an earlier one is
@@ -26,7 +27,7 @@ import orjson
 
 from alerts.outbox_store import (
     COUNTS_SQL,
-    HEAD_COLUMNS,
+    HEAD_SQL,
     ChannelCounts,
     Delivery,
     OutboxRow,
@@ -74,12 +75,9 @@ class PgOutboxStore:
         self.db = db
 
     async def head(self, channel: str, limit: int = 200) -> list[Delivery]:
-        """The channel's oldest pending rows, in id order (a commit is on disk when it returns)."""
-        rows = await self.db.fetch(
-            f"SELECT {HEAD_COLUMNS} FROM outbox WHERE channel = $1 AND state = 'pending' ORDER BY id LIMIT $2",
-            channel,
-            limit,
-        )
+        """Each principal's ``limit`` oldest pending rows of the channel, in id order (a commit is on disk
+        when it returns)."""
+        rows = await self.db.fetch(HEAD_SQL.format(channel="$1", limit="$2"), channel, limit)
         return [delivery_of(r) for r in rows]
 
     async def payload(self, row_id: int) -> str | None:
@@ -95,23 +93,25 @@ class PgOutboxStore:
                 now,
             )
 
-    async def retry_later(self, row_id: int, next_at: float, error: str) -> None:
-        await self.db.execute(
-            "UPDATE outbox SET attempts = attempts + 1, next_at = $2, last_error = $3"
-            " WHERE id = $1 AND state = 'pending'",
-            row_id,
-            next_at,
-            error[:500],
-        )
+    async def retry_later(self, row_ids: Sequence[int], next_at: float, error: str) -> None:
+        if row_ids:
+            await self.db.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = $2, last_error = $3"
+                " WHERE id = ANY($1::bigint[]) AND state = 'pending'",
+                list(row_ids),
+                next_at,
+                error[:500],
+            )
 
-    async def failed(self, row_id: int, now: float, error: str) -> None:
-        await self.db.execute(
-            "UPDATE outbox SET state = 'failed', done_at = $2, last_error = COALESCE(last_error, $3)"
-            " WHERE id = $1 AND state = 'pending'",
-            row_id,
-            now,
-            error[:500],
-        )
+    async def failed(self, row_ids: Sequence[int], now: float, error: str) -> None:
+        if row_ids:
+            await self.db.execute(
+                "UPDATE outbox SET state = 'failed', done_at = $2, last_error = COALESCE(last_error, $3)"
+                " WHERE id = ANY($1::bigint[]) AND state = 'pending'",
+                list(row_ids),
+                now,
+                error[:500],
+            )
 
     async def counts(self) -> dict[str, ChannelCounts]:
         """Per channel: pending, delivered and failed rows and the creation time of the oldest pending one."""

@@ -16,7 +16,8 @@ writing at once require:
 alerts by market, which a cluster worker reads its share by.  Step 3 adds ``alert_actions`` (an
 alert action's client order id and outcome: ``pending`` until the order leader answered; the
 PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py).  Step 4 adds the
-notification channels' ``outbox`` (alerts/pg_outbox.py; SQLite's step 3).
+notification channels' ``outbox`` (alerts/pg_outbox.py; SQLite's step 3); step 5 its
+``outbox_principal_pending`` index (SQLite's step 5).
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ PG_MIGRATIONS = Migrations(
             CREATE INDEX outbox_pending ON outbox (channel, id) WHERE state = 'pending';
             CREATE INDEX outbox_notification ON outbox (notification_id) WHERE state = 'pending'
             """,
+        ),
+        (
+            5,
+            "CREATE INDEX outbox_principal_pending ON outbox (channel, principal, id) WHERE state = 'pending'",
         ),
     ),
 )

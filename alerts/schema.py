@@ -14,6 +14,9 @@ index ``alert_events_unlogged`` (dropped).  The mark starts just below the oldes
 still called unlogged; rows above it that the flag called logged stay skipped (the pass still
 reads ``logged = 0``, which every new row has).  ``alert_events`` rows are never deleted, so
 their rowids only grow and are never reused.
+Step 5: ``outbox_principal_pending`` — the pending rows by (channel, principal, id), so the sender's
+head (alerts/outbox_store.py ``HEAD_SQL``: each principal's oldest rows) walks the index per
+principal instead of every pending row of the channel.
 """
 
 from __future__ import annotations
@@ -121,6 +124,10 @@ MIGRATIONS = Migrations(
                 0));
             DROP INDEX alert_events_unlogged
             """,
+        ),
+        (
+            5,
+            "CREATE INDEX outbox_principal_pending ON outbox (channel, principal, id) WHERE state = 'pending'",
         ),
     ),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -21,6 +21,7 @@ from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
+from config.channels import ChannelSettings
 from engine.indicators.registry import IndicatorRequest
 from engine.market_data.errors import MarketDataError
 
@@ -71,7 +72,7 @@ class AlertService:
         check_symbol: SymbolCheck | None = None,
         executor: ActionExecutor | None = None,
         max_alerts_per_principal: int = 10_000,
-        channels: frozenset[str] = frozenset(),
+        channels: Mapping[str, ChannelSettings] | None = None,
         clock: Callable[[], float] = time.time,
         no_executor: str = "action needs the order path: run the daemon with --trade",
     ) -> None:
@@ -85,8 +86,8 @@ class AlertService:
         self.no_executor = no_executor
         """The refusal of an action when there is no executor (a cluster front says why it has none)."""
         self.max_alerts = max_alerts_per_principal
-        self.channels = channels
-        """Names of the configured notification channels a principal may route to."""
+        self.channels: Mapping[str, ChannelSettings] = channels or {}
+        """The configured notification channels (by name); each one's ``subscribers`` say who may route to it."""
         self.listeners: list[Callable[[], None]] = []
         """Called after an alert is set or cancelled (the dashboard refreshes its list)."""
         self._clock = clock
@@ -204,15 +205,25 @@ class AlertService:
         symbols: tuple[str, ...] | None,
         types: tuple[str, ...] | None,
         channels: tuple[str, ...] | None = None,
+        names: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """Push subscription with filters already read (None: everything); ``channels``: the principal's own
-        notification channels (names of the operator's ``[channels.NAME]``) that also get the matching ones."""
+        notification channels (names of the operator's ``[channels.NAME]``) that also get the matching ones,
+        each of which must list the principal (its id, or one of its token or OAuth client ``names``) in
+        ``subscribers``."""
         unknown = [c for c in channels or () if c not in self.channels]
         if unknown:
             known = ", ".join(sorted(self.channels)) or "none are configured"
             raise AlertInputError(
                 f"channels: unknown channel(s) {unknown[:5]}; the configured channels are: {known} "
                 "(the operator adds [channels.NAME] tables to the configuration file)"
+            )
+        refused = [c for c in channels or () if not self.channels[c].may_subscribe(principal, names)]
+        if refused:
+            raise AlertInputError(
+                f"channels: {refused[0]!r} is not granted to this client; the operator grants a channel with "
+                f'channels.{refused[0]}.subscribers = ["<token or OAuth client name>"] (or ["*"]) in the '
+                "configuration file; without it only notify_all_channels routes notifications there"
             )
         sub = Subscription(principal=principal, symbols=symbols, alert_types=types, channels=channels)
         await self.store.subscribe(sub, self._clock())

@@ -59,6 +59,7 @@ from brokers.order_checks import (
     order_value,
 )
 from brokers.order_store import OrderStore
+from brokers.suspensions import check_principal_in
 
 __all__ = [
     "Admitted",
@@ -114,6 +115,7 @@ class OrderGuard(OrderChecks):
 
         def used_in(conn: sqlite3.Connection) -> Decimal:
             check_not_halted(conn)
+            check_principal_in(conn, req.owner)
             return daily_used(conn, self.broker_name, now - DAY_S)
 
         daily = self.limits.max_daily_notional

@@ -1,11 +1,13 @@
-"""The halt switch in a running daemon: halting, resuming, and cancelling every open order.
+"""The halt switch in a running daemon: halting, resuming, and cancelling open orders.
 
 :class:`HaltSwitch` owns the daemon's view of the halt row (:mod:`brokers.halt`) — kept in
 memory for the status surfaces (/readyz, /status, STATUS=, /metrics), which must not touch
 the database — and carries out *cancel-open* requests through the order service:
 
-- the ``halt_trading`` tool calls :meth:`HaltSwitch.halt` / :meth:`HaltSwitch.resume` in this
-  process, and a cancel-open runs at once;
+- the ``halt_trading`` tool and the dashboard call :meth:`HaltSwitch.halt` /
+  :meth:`HaltSwitch.resume` in this process with a :class:`~brokers.halt_authority.HaltAuthority`
+  (who asks, with what rank); a resume the authority may not make raises
+  :class:`~brokers.halt_authority.HaltRefused`; a cancel-open runs at once;
 - ``chartgen trading halt --cancel-open`` writes the row from another process; :meth:`watch`
   notices within ``poll_s`` through SQLite's ``PRAGMA data_version`` (which changes only when
   another connection commits, and costs no table read), re-reads the row and carries the
@@ -15,7 +17,10 @@ the database — and carries out *cancel-open* requests through the order servic
 the broker has them) and every open order (``broker.open_orders`` / ``cancel``), concurrently
 with bounded concurrency, and tries once more on any order still open after a failure (a leg
 cancelled with its list, an order whose send was in flight).  Each cancelled order passes
-through :meth:`OrderService.on_update`, so the order store and trades.log record it.
+through :meth:`OrderService.on_update`, so the order store and trades.log record it.  A request
+scoped to some principals (a ``trade`` token's cancel-open: :func:`brokers.halt.cancel_scope_in`)
+cancels only the exchange's open orders and lists whose recorded owner (:class:`Ownership`) is one
+of them; an order or list the daemon has no owner for is left alone.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from brokers.halt import HaltState, HaltStore
+from brokers.halt import HaltState, HaltStore, held_note
+from brokers.halt_authority import HaltAuthority, HaltRefused
 from brokers.models import BrokerError, ExchangeList, ExchangeOrder
 from brokers.protocol import Broker
 from brokers.service import OrderService
@@ -54,6 +60,58 @@ class CancelTarget(Protocol):
     async def on_update(self, update: ExchangeOrder) -> Any: ...
 
 
+class Ownership(Protocol):
+    """Who owns an order or an order list, as recorded when it was placed (None: no owner known)."""
+
+    async def order_owner(self, client_order_id: str) -> str | None: ...
+
+    async def list_owner(self, list_client_id: str) -> str | None: ...
+
+
+class ServiceOwnership:
+    """The single node's owners: the order store's and the list store's ``owner`` columns."""
+
+    def __init__(self, service: OrderService) -> None:
+        self.service = service
+
+    async def order_owner(self, client_order_id: str) -> str | None:
+        row = await self.service.store.get(client_order_id)
+        return None if row is None else row.owner
+
+    async def list_owner(self, list_client_id: str) -> str | None:
+        row = await self.service.lists.store.get(list_client_id)
+        return None if row is None else row.owner
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose open orders a cancel-open cancels: ``owners`` None for everyone's, else only orders and
+    lists whose owner (looked up through ``ownership``) is one of them."""
+
+    owners: frozenset[str] | None = None
+    ownership: Ownership | None = None
+
+    async def covers_order(self, order: ExchangeOrder) -> bool:
+        if self.owners is None:
+            return True
+        if self.ownership is None:
+            return False  # owners unknown: cancel nothing (fail closed)
+        return await self.ownership.order_owner(order.client_order_id) in self.owners
+
+    async def covers_list(self, lst: ExchangeList) -> bool:
+        if self.owners is None:
+            return True
+        if self.ownership is None:
+            return False
+        return await self.ownership.list_owner(lst.list_client_id) in self.owners
+
+    def public(self) -> list[str] | None:
+        return None if self.owners is None else sorted(self.owners)
+
+
+EVERYONE = Scope()
+
+
 @dataclass(slots=True)
 class CancelOutcome:
     """What one cancel-open did."""
@@ -62,11 +120,14 @@ class CancelOutcome:
     lists: int = 0
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    owners: list[str] | None = None
+    """Whose orders it cancelled: None for every principal's."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "orders_cancelled": self.orders,
             "lists_cancelled": self.lists,
+            "owners": self.owners,
             "failures": self.failures,
             "seconds": round(self.seconds, 3),
         }
@@ -76,6 +137,8 @@ def summary(result: dict[str, Any]) -> str:
     """The trades.log / CLI line of a cancel-open result."""
     orders, lists = result.get("orders_cancelled", 0), result.get("lists_cancelled", 0)
     text = f"HALT cancel-open: {orders} orders, {lists} lists cancelled"
+    if result.get("owners") is not None:
+        text += " (owned by " + ", ".join(str(o) for o in result["owners"]) + ")"
     failures = result.get("failures") or []
     if failures:
         text += f"; {len(failures)} failed: " + "; ".join(str(f) for f in failures[:5])
@@ -99,14 +162,18 @@ async def _wait_in_flight(service: CancelTarget, timeout_s: float) -> None:
         await asyncio.sleep(step)  # bounded wait for this process's own sends; the service offers no event
 
 
-async def _cancel_lists(service: CancelTarget, limit: asyncio.Semaphore, out: CancelOutcome) -> None:
+async def _covered(scope: Scope, orders: list[ExchangeOrder]) -> list[ExchangeOrder]:
+    return [o for o in orders if await scope.covers_order(o)]
+
+
+async def _cancel_lists(service: CancelTarget, limit: asyncio.Semaphore, out: CancelOutcome, scope: Scope) -> None:
     broker = service.broker
     open_lists = getattr(broker, "open_lists", None)
     cancel_list = getattr(broker, "cancel_list", None)
     if open_lists is None or cancel_list is None:
         return  # a broker without order lists: their legs are cancelled as orders
     try:
-        lists: list[ExchangeList] = [lst for lst in await open_lists() if not lst.done]
+        lists: list[ExchangeList] = [lst for lst in await open_lists() if not lst.done and await scope.covers_list(lst)]
     except NotImplementedError:
         return
     except BrokerError as exc:
@@ -145,19 +212,21 @@ async def _cancel_orders(service: CancelTarget, orders: list[ExchangeOrder], lim
     return [f"{cid}: {why}" for cid, why in failed]
 
 
-async def cancel_open(service: CancelTarget, *, concurrency: int = CANCEL_CONCURRENCY) -> CancelOutcome:
-    """Cancel every open order list and order on the venue (see the module docstring)."""
+async def cancel_open(
+    service: CancelTarget, *, scope: Scope = EVERYONE, concurrency: int = CANCEL_CONCURRENCY
+) -> CancelOutcome:
+    """Cancel every open order list and order on the venue that ``scope`` covers (see the module docstring)."""
     started = time.perf_counter()
-    out = CancelOutcome()
+    out = CancelOutcome(owners=scope.public())
     limit = asyncio.Semaphore(concurrency)
     await _wait_in_flight(service, IN_FLIGHT_WAIT_S)
-    await _cancel_lists(service, limit, out)
+    await _cancel_lists(service, limit, out, scope)
     try:
-        first = await service.broker.open_orders()
+        first = await _covered(scope, await service.broker.open_orders())
         failed = await _cancel_orders(service, first, limit)
         out.orders = len(first) - len(failed)
         if failed:  # a leg that went with its list, an order filled meanwhile: ask again, retry what is still open
-            still = await service.broker.open_orders()
+            still = await _covered(scope, await service.broker.open_orders())
             retried = await _cancel_orders(service, still, limit)
             out.orders += len(still) - len(retried)
             out.failures.extend(retried)
@@ -205,20 +274,34 @@ class HaltSwitch:
         self.state = await self.store.read()
         return self.state
 
-    async def halt(self, *, reason: str | None, by: str, cancel_open: bool = False) -> dict[str, Any]:
-        """Set the flag (and with ``cancel_open`` cancel every open order now); returns the state
-        and, after a cancel-open, its result."""
+    async def halt(self, *, reason: str | None, by: HaltAuthority, cancel_open: bool = False) -> dict[str, Any]:
+        """Halt (anyone may; see :mod:`brokers.halt_authority` for a halt already in force) and with
+        ``cancel_open`` cancel ``by``'s open orders now (everyone's for the operator, an admin, a
+        protection); returns the state, after a cancel-open its result, and a ``note`` when another
+        holder keeps holding."""
         self.state = await self.store.halt(reason=reason, by=by, now=self._clock(), cancel_open=cancel_open)
-        log.warning("trading_halted", reason=reason, by=by, cancel_open=cancel_open)
-        await self._write(f"HALT by {by}: {reason or 'no reason given'}")
+        log.warning("trading_halted", reason=reason, by=by.name, kind=str(by.kind), cancel_open=cancel_open)
+        await self._write(f"HALT by {by.name}: {reason or 'no reason given'}")
         result = await self.carry_out_pending() if cancel_open else None
-        return {**self.state.public(), **({"cancel_open": result} if result is not None else {})}
+        return {
+            **self.state.public(),
+            **({"cancel_open": result} if result is not None else {}),
+            **held_note(self.state, by),
+        }
 
-    async def resume(self, *, by: str) -> dict[str, Any]:
+    async def resume(self, *, by: HaltAuthority) -> dict[str, Any]:
+        """Resume trading; raises :class:`~brokers.halt_authority.HaltRefused` (nothing changed) when
+        ``by`` may not lift the halt in force."""
         was = self.state.halted
-        self.state = await self.store.resume()
-        log.warning("trading_resumed", by=by, was_halted=was)
-        await self._write(f"RESUME by {by}")
+        try:
+            self.state = await self.store.resume(by=by)
+        except HaltRefused as exc:
+            log.warning("trading_resume_refused", by=by.name, kind=str(by.kind), holder=exc.holder.name)
+            await self._write(f"RESUME REFUSED for {by.name}: halted by {exc.holder.name}")
+            await self.refresh()
+            raise
+        log.warning("trading_resumed", by=by.name, kind=str(by.kind), was_halted=was)
+        await self._write(f"RESUME by {by.name}")
         return self.state.public()
 
     async def carry_out_pending(self) -> dict[str, Any] | None:
@@ -228,10 +311,15 @@ class HaltSwitch:
             if not state.cancel_pending:
                 return None
             seq = state.cancel_seq
+            owners = await self.store.cancel_scope(state.cancel_done_seq, seq)
             if self.service is None:
-                result = CancelOutcome(failures=["no broker runs in this daemon (start it with --trade)"]).as_dict()
+                result = CancelOutcome(
+                    failures=["no broker runs in this daemon (start it with --trade)"],
+                    owners=None if owners is None else sorted(owners),
+                ).as_dict()
             else:
-                result = (await cancel_open(self.service)).as_dict()
+                scope = Scope(owners, ServiceOwnership(self.service))
+                result = (await cancel_open(self.service, scope=scope)).as_dict()
             self.state = await self.store.record_cancel(seq, result, self._clock())
             log.warning("trading_halt_cancel_open", **result)
             await self._write(summary(result))

@@ -12,7 +12,9 @@ and the rows inserted together (so concurrent admissions are serialized, as in
   are not counted again) and the bracket moves to ``claimed`` before anything is sent, so it is
   placed at most once; a crash after the claim is settled by looking the list up by its client id.
 
-Each step checks the operator's halt switch (:func:`brokers.halt.check_not_halted`) first.
+Each step checks the operator's halt switch (:func:`brokers.halt.check_not_halted`) first; the two
+admissions also refuse a suspended or revoked principal (:func:`brokers.suspensions.check_principal_in`),
+the claim of a filled entry's exit does not (it only reduces a position).
 Leg rows carry ``list_client_id`` and ``leg`` (working, take_profit, stop); the daily sum counts a
 list's take-profit and stop legs once, at the larger value (:func:`brokers.order_admission.daily_used`).
 Lists learnt from the exchange (placed elsewhere) have no owner.
@@ -28,6 +30,7 @@ from typing import Any
 from brokers.halt import check_not_halted
 from brokers.models import ExchangeList, ListRequest, OrderRequest
 from brokers.order_admission import INSERT_INTENT, Admission, daily_used, intent_params
+from brokers.suspensions import check_principal_in
 from config.database import Database
 
 INSERT_LEG = (
@@ -132,6 +135,7 @@ def admit_list_in(
     """Inside the caller's transaction: refuse used ids or a daily-limit breach (``counted`` is what the
     list adds: its working order plus its larger exit leg), else insert the list and all its legs."""
     check_not_halted(conn)  # the operator's halt switch (brokers.halt): raises TradingHalted
+    check_principal_in(conn, req.owner)  # suspended / revoked principal (brokers.suspensions)
     legs = legs_of(req)
     if _taken(conn, req.list_client_id, [leg.client_order_id for leg, _ in legs]):
         return Admission(False, Decimal(0), duplicate=True)
@@ -183,6 +187,7 @@ def admit_bracket_in(
 ) -> Admission:
     """Inside the caller's transaction: the entry intent and its waiting bracket, counted together."""
     check_not_halted(conn)  # the operator's halt switch (brokers.halt): raises TradingHalted
+    check_principal_in(conn, entry.owner)  # suspended / revoked principal (brokers.suspensions)
     if _taken(conn, plan.list_client_id, [entry.client_order_id]):
         return Admission(False, Decimal(0), duplicate=True)
     used = Decimal(0)
@@ -210,6 +215,7 @@ def claim_bracket_in(conn: sqlite3.Connection, broker: str, req: ListRequest, no
     if row is None or row[0] != "waiting" or row[4] != "FILLED":
         return False
     check_not_halted(conn)  # halted: the bracket stays waiting; reconciliation places it after the resume
+    # no principal check: the exit of a filled entry only reduces a position (brokers/suspensions.py)
     created = float(row[1])
     values = {"take_profit": _dec(row[2]), "stop": _dec(row[3])}
     for leg, role in legs_of(req):

@@ -16,6 +16,7 @@ from typing import Any
 
 from brokers.halt import check_not_halted
 from brokers.models import TERMINAL, OrderRequest
+from brokers.suspensions import check_principal_in
 
 
 def _text(v: Decimal | None) -> str | None:
@@ -129,6 +130,7 @@ def admit_in(
     (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
     """
     check_not_halted(conn)  # the operator's halt switch (brokers.halt): raises TradingHalted
+    check_principal_in(conn, req.owner)  # suspended / revoked principal (brokers.suspensions)
     if conn.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (req.client_order_id,)).fetchone():
         return Admission(False, Decimal(0), duplicate=True)
     used = Decimal(0)

@@ -19,6 +19,10 @@ late cancel from a paused ex-leader can only cancel what a client asked to cance
 An order list (cluster/list_intents.py) is cancelled whole, as on a single node: ``cancel_order``
 with the list's id or one leg's id records the request under the list's id, and the leader sends
 ``DELETE orderList``; an "unknown list" answer is settled by reading the list.
+
+:class:`IntentOwnership` answers whose an open order or list is — the owner of its intent (a leg's:
+its list's) — for the halt switch's cancel-open scoped to a principal's own orders (cluster/halt.py),
+and, for a suspended or revoked principal's cancel-open, leaves its protective exits out.
 """
 
 from __future__ import annotations
@@ -41,6 +45,63 @@ log = structlog.get_logger(__name__)
 
 CANCELLED = frozenset({"CANCELED", "EXPIRED", "EXPIRED_IN_MATCH"})
 """Exchange states in which an order no longer rests and did not fill further: a cancel's goal."""
+
+
+_OWNER_SQL = (
+    "SELECT i.owner, i.entry_client_order_id IS NOT NULL AS bracket_exit, leg.leg,"
+    " (SELECT w.client_order_id FROM cluster_list_legs w WHERE w.list_client_order_id = i.client_order_id"
+    "  AND w.leg = 'working') AS working"
+    " FROM cluster_order_intents i LEFT JOIN cluster_list_legs leg ON leg.client_order_id = $2"
+    " WHERE i.account = $1 AND i.client_order_id = COALESCE(leg.list_client_order_id, $2)"
+)
+
+
+class IntentOwnership:
+    """Owners of ``account``'s orders and lists as their intents record them (None: not placed through
+    the cluster, so no principal owns it).
+
+    For the owners in ``keep_exits_of`` (a suspended or revoked principal's cancel-open, cluster/halt.py
+    ``stop``) a protective exit counts as nobody's, so it is not cancelled — as on a single node
+    (brokers/suspensions.py): the exit OCO of a bracket (its intent has an entry: it is only sent once
+    the entry filled), and an OTOCO's exit legs once its working order is no longer open (``open_ids``:
+    the exchange's open orders when the cancel began; None when they could not be read, and then every
+    OTOCO's exits stay).  ``kept`` collects the exit legs so spared."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        account: str,
+        *,
+        keep_exits_of: frozenset[str] = frozenset(),
+        open_ids: frozenset[str] | None = None,
+    ) -> None:
+        self.db = db
+        self.account = account
+        self.keep_exits_of = keep_exits_of
+        self.open_ids = open_ids
+        self.kept: set[str] = set()
+
+    async def _owner(self, client_id: str, *, leg: bool) -> str | None:
+        row = await self.db.fetchrow(_OWNER_SQL, self.account, client_id)
+        if row is None:
+            return None
+        owner: str | None = row["owner"]
+        if owner is None or owner not in self.keep_exits_of:
+            return owner
+        working: str | None = row["working"]
+        exit_leg = row["leg"] != "working"  # a list itself (no leg) goes with its exits
+        filled = working is not None and (self.open_ids is None or working not in self.open_ids)
+        if row["bracket_exit"] or (exit_leg and filled):
+            if leg:
+                self.kept.add(client_id)
+            return None
+        return owner
+
+    async def order_owner(self, client_order_id: str) -> str | None:
+        return await self._owner(client_order_id, leg=True)
+
+    async def list_owner(self, list_client_id: str) -> str | None:
+        return await self._owner(list_client_id, leg=False)
 
 
 def answer_key(client_order_id: str) -> str:

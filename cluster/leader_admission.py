@@ -7,8 +7,10 @@ process that sends for the account — admits each intent it claimed, immediatel
    listing, filters, a reference price from the venue's ticker, the per-order limit), with the
    single node's messages;
 2. then, in one transaction fenced by the leader's lease: the halt switch (cluster/halt.py, read
-   ``FOR SHARE``) and the daily limit — the values of the account's intents admitted in the last
-   24 hours and not rejected, plus this one — and the intent's value recorded.
+   ``FOR SHARE``), the intent's principal — refused while suspended by the operator or revoked
+   (brokers/pg_suspensions.py, also ``FOR SHARE``) — and the daily limit — the values of the
+   account's intents admitted in the last 24 hours and not rejected, plus this one — and the
+   intent's value recorded.
 
 Because one leader sends at a time and each admission is fenced, concurrent orders from any number
 of fronts are admitted one after the other and cannot all pass a limit only one fits under.  Every
@@ -19,7 +21,9 @@ The daily limit counts an order's value at admission for 24 hours, whatever beco
 yet), so the cluster's count is never below the single node's for the same orders.
 
 :func:`cancel_open_orders` carries out a cancel-open request of the halt switch with the leader's
-broker (brokers/halt_switch.py's procedure; the orders are the exchange's, nothing local records them).
+broker (brokers/halt_switch.py's procedure; the orders are the exchange's, nothing local records them),
+scoped to the requesting principals' orders when a ``trade`` token asked (cluster/cancels.py's
+:class:`~cluster.cancels.IntentOwnership`).
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ from typing import Any
 
 import asyncpg
 
-from brokers.halt_switch import CancelOutcome, cancel_open
+from brokers.halt_switch import EVERYONE, CancelOutcome, Scope, cancel_open
 from brokers.list_store import legs_of
 from brokers.models import BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderChecks, daily_limit_refusal
+from brokers.pg_suspensions import check_principal_in
 from brokers.protocol import Broker
+from brokers.suspensions import PrincipalStopped
 from brokers.trade_simulation import Code, refusal_code
 from cluster.halt import ClusterHalted, check_not_halted_in
 from cluster.lease import Lease
@@ -105,12 +111,17 @@ async def admit(
     notional: Decimal,
     daily: Decimal | None,
 ) -> None:
-    """Inside the caller's transaction: fence, halt switch, daily limit, record the value —
-    or :class:`Refused` (nothing recorded); :class:`cluster.lease.LeaseLost` when fenced out."""
+    """Inside the caller's transaction: fence, halt switch, the intent's principal (suspended or
+    revoked: brokers/pg_suspensions.py), daily limit, record the value — or :class:`Refused`
+    (nothing recorded); :class:`cluster.lease.LeaseLost` when fenced out."""
     await lease.fence(db_conn)
     try:
         await check_not_halted_in(db_conn, account)
-    except ClusterHalted as exc:
+        owner = await db_conn.fetchval(
+            "SELECT owner FROM cluster_order_intents WHERE client_order_id = $1", client_order_id
+        )
+        await check_principal_in(db_conn, owner)
+    except (ClusterHalted, PrincipalStopped) as exc:
         raise Refused(str(exc), "RISK_LIMIT_EXCEEDED") from None
     if daily is not None:
         used = Decimal(await db_conn.fetchval(USED_SQL, account))
@@ -135,6 +146,7 @@ class _ExchangeOnly:
         return None
 
 
-async def cancel_open_orders(broker: Broker) -> CancelOutcome:
-    """Cancel every open order list and order of the account (brokers/halt_switch.py)."""
-    return await cancel_open(_ExchangeOnly(broker))
+async def cancel_open_orders(broker: Broker, scope: Scope = EVERYONE) -> CancelOutcome:
+    """Cancel the open order lists and orders of the account that ``scope`` covers (every one, or
+    those its principals own: brokers/halt_switch.py)."""
+    return await cancel_open(_ExchangeOnly(broker), scope=scope)

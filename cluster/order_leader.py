@@ -24,6 +24,7 @@ import asyncpg
 import orjson
 import structlog
 
+from brokers.halt_switch import Scope
 from brokers.models import (
     BrokerError,
     ExchangeList,
@@ -34,10 +35,11 @@ from brokers.models import (
     OutcomeUnknown,
 )
 from brokers.order_checks import OrderChecks, SafetyLimits
+from brokers.pg_suspensions import PG_SUSPENSION_MIGRATIONS
 from brokers.protocol import Broker
 from brokers.trade_simulation import refusal_code
 from cluster import bracket_exits, cancels, leader_admission, list_intents
-from cluster.halt import HALT_MIGRATIONS, read_in, record_cancel_in
+from cluster.halt import HALT_MIGRATIONS, cancel_scope_in, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
 from cluster.orders import (
     ANSWERS_CHANNEL,
@@ -53,7 +55,7 @@ from config.postgres import UNREACHABLE, PostgresDatabase
 
 log = structlog.get_logger(__name__)
 
-ORDER_PATH_MIGRATIONS = (LEASE_MIGRATIONS, ORDER_MIGRATIONS, HALT_MIGRATIONS)
+ORDER_PATH_MIGRATIONS = (LEASE_MIGRATIONS, ORDER_MIGRATIONS, HALT_MIGRATIONS, PG_SUSPENSION_MIGRATIONS)
 """The tables the order path uses (leases, intents, the halt switch): what a leader needs migrated."""
 
 
@@ -139,13 +141,27 @@ class OrderLeader:
             await self.record(cid, token, state, body)
 
     async def cancel_open_if_asked(self) -> dict[str, Any] | None:
-        """Carry out the halt switch's pending cancel-open request, if any (its result is recorded)."""
+        """Carry out the pending cancel-open requests, if any (its result is recorded): the halt
+        switch's — every order's, or only the requesting principals' own — and a suspended or revoked
+        principal's, which keep that principal's protective exits (cluster/halt.py)."""
         lease = self.lease
         state = await read_in(self.db, self.account)
         if lease is None or not state.cancel_pending:
             return None
-        outcome = await leader_admission.cancel_open_orders(self.broker)
-        result = outcome.as_dict()
+        pending = await cancel_scope_in(self.db, self.account, state.cancel_done_seq, state.cancel_seq)
+        open_ids: frozenset[str] | None = None
+        failures: list[str] = []
+        if pending.keep_exits_of:  # whether an OTOCO's working order still works, as the cancel begins
+            try:
+                open_ids = frozenset(o.client_order_id for o in await self.broker.open_orders())
+            except BrokerError as exc:
+                failures.append(f"listing open orders (every OTOCO's exits kept): {exc}")
+        ownership = cancels.IntentOwnership(
+            self.db, self.account, keep_exits_of=pending.keep_exits_of, open_ids=open_ids
+        )
+        outcome = await leader_admission.cancel_open_orders(self.broker, Scope(pending.owners, ownership))
+        outcome.failures[:0] = failures
+        result = outcome.as_dict() | {"protective_exits_kept": len(ownership.kept)}
         async with self.db.transaction() as conn:
             await lease.fence(conn)
             await record_cancel_in(conn, self.account, state.cancel_seq, result)

@@ -5,10 +5,19 @@ Secrets (the webhook's HMAC key, the Telegram bot token, the ntfy access token) 
 the file, or from the systemd credentials ``channel_NAME_secret`` / ``channel_NAME_token``
 (which win, so a unit can keep them out of the file).  :func:`resolve_channels` is called at
 start-up and turns every problem into a :class:`ChannelSettingsError` naming the key to fix.
+
+Every channel also says who may route notifications to it (``subscribers``: token or OAuth
+client names, or ``"*"``; none by default, so only ``notify_all_channels`` reaches it), how many
+messages it takes a minute (``max_per_minute``, defaults that respect each service: past it the
+sender coalesces a principal's waiting notifications into one digest message), and whether its
+URL may be on a loopback, link-local or private address (``allow_private_address``: refused at
+start unless set — a literal address or a local name here; a name that resolves to one is
+refused when the sender connects, alerts/channels/http1.py).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 from urllib.parse import urlparse
@@ -19,6 +28,33 @@ from config.credentials import read_credential
 
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 TELEGRAM_API_URL = "https://api.telegram.org"
+ANY_SUBSCRIBER = "*"
+
+DEFAULT_MAX_PER_MINUTE = {"webhook": 60, "telegram": 20, "ntfy": 12}
+"""Per kind, the messages a channel sends a minute before it coalesces into digests.  Telegram: the
+Bot FAQ (core.telegram.org/bots/faq, "My bot is hitting limits") asks for at most one message a
+second in one chat and 20 a minute in a group — 20 respects both.  ntfy: its server's default
+visitor request limit (docs.ntfy.sh/config/#rate-limiting, ntfy.sh's too) is a burst of 60 then one
+request every 5 s — 12 a minute.  Webhooks: one a second."""
+
+LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+
+
+def is_private_address(address: str) -> bool:
+    """A loopback, link-local, private (RFC 1918, ULA), unspecified or reserved IP address."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_link_local or ip.is_private or ip.is_unspecified or ip.is_reserved
+
+
+def is_private_host(host: str) -> bool:
+    """A URL host that is a private address (:func:`is_private_address`) or a local name (localhost …)."""
+    name = host.strip("[]").rstrip(".").lower()
+    return name in LOCAL_NAMES or name.endswith(".localhost") or is_private_address(name)
 
 
 def _http_url(value: str, key: str) -> str:
@@ -33,6 +69,39 @@ class _Channel(BaseModel):
 
     timeout_s: float = Field(default=10.0, gt=0, le=120)
     """How long one delivery request may take before it counts as failed and is retried."""
+    subscribers: list[str] = Field(default_factory=list)
+    """Who may route its own notifications here with subscribe_notifications: token names
+    (``chartgen token create NAME``), OAuth client names or ids (``chartgen oauth list``), principal
+    ids, or ``"*"`` for every principal.  Default: nobody (only ``notify_all_channels`` reaches it)."""
+    max_per_minute: int | None = Field(default=None, ge=1, le=60_000)
+    """Messages a minute (a burst of ten seconds' worth, then one every 60/max_per_minute s); past it a
+    principal's waiting notifications go as one digest message.  Default by kind: webhook 60,
+    telegram 20, ntfy 12 (:data:`DEFAULT_MAX_PER_MINUTE`)."""
+    allow_private_address: bool = False
+    """Allow a URL on a loopback, link-local or private address (a receiver on this host or network)."""
+
+    @property
+    def rate_per_minute(self) -> int:
+        """``max_per_minute``, or the kind's default."""
+        return self.max_per_minute or DEFAULT_MAX_PER_MINUTE[str(getattr(self, "kind", "webhook"))]
+
+    @property
+    def url_field(self) -> str:
+        """The name of the setting holding the URL the sender connects to."""
+        return "api_url" if hasattr(self, "api_url") else "url"
+
+    def may_subscribe(self, principal: str, names: frozenset[str] = frozenset()) -> bool:
+        """Whether ``principal`` (known also by ``names``: its token or OAuth client names) is a subscriber."""
+        granted = set(self.subscribers)
+        return ANY_SUBSCRIBER in granted or principal in granted or bool(granted & names)
+
+    @field_validator("subscribers")
+    @classmethod
+    def _subscribers(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if not entry.strip():
+                raise ValueError('an empty name in subscribers; list token or OAuth client names, or "*"')
+        return v
 
     @field_validator("url", "api_url", check_fields=False)
     @classmethod
@@ -118,6 +187,12 @@ def resolve_channels(channels: dict[str, ChannelSettings], notify_all: list[str]
         else:
             token = _secret(name, "token", channel.token)
             out[name] = channel.model_copy(update={"token": SecretStr(token) if token else None})
+        host = urlparse(str(getattr(channel, channel.url_field))).hostname or ""
+        if not channel.allow_private_address and is_private_host(host):
+            raise ChannelSettingsError(
+                f"channels.{name}.{channel.url_field} is on a loopback, link-local or private address ({host}); "
+                f"use a public URL, or set channels.{name}.allow_private_address = true for a receiver you run"
+            )
     for name in notify_all:
         if name not in out:
             known = ", ".join(sorted(out)) or "none are configured"

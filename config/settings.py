@@ -200,6 +200,10 @@ class Settings(ClusterSettings):
     agent_cache_ttl_s: float = Field(default=5.0, ge=0, le=3600)
     """Identical read calls of the agent tools within this many seconds are answered from cache (0: never;
     a tool may keep its answers for less, e.g. quotes)."""
+    journal_max_bytes_per_principal: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=1024**4)
+    """Bytes of log_event data one principal's journal keeps (data as JSON plus tool_call_id); oldest dropped first."""
+    journal_max_bytes: int = Field(default=1024**3, ge=64 * 1024, le=1024**4)
+    """Bytes of log_event data the whole journal keeps, all principals together; everyone's oldest dropped first."""
 
     @field_validator("symbols", mode="before")
     @classmethod

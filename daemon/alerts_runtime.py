@@ -73,7 +73,7 @@ async def running_alerts(
         check_symbol=symbols.check if symbols is not None else None,
         executor=executor,
         max_alerts_per_principal=settings.alerts_max_per_client,
-        channels=routing.known,
+        channels=settings.channels,
     )
     await service.start()
     supervisor.start("alert-evaluator", evaluator.run)

@@ -6,6 +6,7 @@
     chartgen --serve --cluster                       a cluster front (tokens, alerts, streams on PostgreSQL)
     chartgen sim-exchange --port 0                   the Binance-compatible simulator
     chartgen token create NAME | list | revoke ID    personal access tokens (bearer; --cluster: the cluster's)
+    chartgen dashboard link                          a one-time sign-in URL for the dashboard (--cluster: fronts)
     chartgen trading halt [--cancel-open] | resume   the operator's halt switch (every order refused)
     chartgen cluster migrate | status                the cluster's PostgreSQL (scale-out building blocks)
     chartgen worker                                  a cluster worker (its share of markets and alerts)
@@ -16,8 +17,8 @@ Settings precedence: these flags > CHARTGEN_* environment > --config TOML > defa
 ``--data-dir`` and ``--config`` may stand anywhere on the line — before the subcommand, after
 it, or after the subcommand's own arguments (``chartgen token create bars --data-dir D``):
 :func:`hoist_state_options` moves them in front of the subcommand's arguments before its
-parser sees them.  Every mode that keeps state (the daemon, ``token``, ``passphrase``, ``trading``) runs
-with umask 077, as the systemd unit does, so files created in the data dir are private.
+parser sees them.  Every mode that keeps state (the daemon, ``token``, ``passphrase``, ``dashboard``,
+``trading``) runs with umask 077, as the systemd unit does, so files created in the data dir are private.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from config.database import DatabaseError
 from config.private_files import PRIVATE_UMASK
 from daemon.logging import configure_logging
 
-SUBCOMMANDS = ("sim-exchange", "token", "passphrase", "oauth", "trading", "cluster", "worker", "leader")
+SUBCOMMANDS = (
+    "sim-exchange", "token", "passphrase", "oauth", "dashboard", "trading", "cluster", "worker", "leader",
+)  # fmt: skip
 STATE_OPTIONS = ("--data-dir", "--config")
 STATELESS_SUBCOMMANDS = ("sim-exchange",)
 
@@ -76,8 +79,8 @@ def _main_parser() -> argparse.ArgumentParser:
         description="Trading charts, indicators, alerts and orders for AI clients over MCP.",
         epilog=(
             "Subcommands: chartgen sim-exchange --help, chartgen token --help, chartgen passphrase --help,"
-            " chartgen oauth --help, chartgen trading --help, chartgen cluster --help, chartgen worker --help,"
-            " chartgen leader --help"
+            " chartgen oauth --help, chartgen dashboard --help, chartgen trading --help, chartgen cluster --help,"
+            " chartgen worker --help, chartgen leader --help"
         ),
     )
     p.add_argument(
@@ -158,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.umask(PRIVATE_UMASK)
         return oauth_main([*hoisted, *rest[1:]])
+    if rest and rest[0] == "dashboard":
+        from daemon.dashboard_command import main as dashboard_main
+
+        os.umask(PRIVATE_UMASK)
+        return dashboard_main([*hoisted, *rest[1:]])
     if rest and rest[0] == "token":
         from daemon.token_command import main as token_main
 

@@ -2,10 +2,12 @@
 
 Workers fire alerts, and each firing transaction writes the outbox rows of the channels the
 notification goes to (alerts/pg_outbox.py).  Delivering them is the single node's sender
-(alerts/channels/sender.py: per channel strictly the head first, backoff, ``Retry-After``, the
-age limit) over :class:`~alerts.pg_outbox.PgOutboxStore`, run by whichever worker holds the lease
-``channels`` (cluster/lease.py) — one sender for the cluster, so a channel's head blocks the rows
-behind it across every worker's firings, and no two processes race for a row.
+(alerts/channels/sender.py: per channel and principal strictly the head first, principals in
+turn, ``max_per_minute`` with digests past it, backoff, ``Retry-After``, the age limit) over
+:class:`~alerts.pg_outbox.PgOutboxStore`, run by whichever worker holds the lease ``channels``
+(cluster/lease.py) — one sender for the cluster, so a principal's head blocks its rows behind it
+across every worker's firings, one rate holds for the whole cluster, and no two processes race for
+a row.
 
 Every worker configured with ``[channels.NAME]`` is a candidate: the scheduler job
 ``worker-channels`` (every ``ttl / 3``) takes the lease when it is free or expired, renews it

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from alerts.pg_outbox import PgOutboxStore
 from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
+from brokers.pg_suspensions import PG_SUSPENSION_MIGRATIONS
 from brokers.schedules.pg_store import PG_SCHEDULE_MIGRATIONS
 from cluster.account_mirror import ACCOUNT_MIGRATIONS
 from cluster.followed import FOLLOWED_MIGRATIONS, FollowedMarkets
@@ -64,6 +65,7 @@ CLUSTER_MIGRATIONS: tuple[Migrations, ...] = (
     MARK_MIGRATIONS,
     PG_TOKEN_MIGRATIONS,
     PG_SCHEDULE_MIGRATIONS,
+    PG_SUSPENSION_MIGRATIONS,
     ACCOUNT_MIGRATIONS,
     PG_JOURNAL_MIGRATIONS,
     PG_OAUTH_MIGRATIONS,
@@ -147,7 +149,9 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         e["markets"] += 1
         if mark.lag_s >= e["max_lag_s"]:
             e["max_lag_s"], e["worst"] = round(mark.lag_s, 3), mark.market
-    halted = await db.fetch("SELECT account, reason, halted_by FROM cluster_halt WHERE halted ORDER BY account")
+    halted = await db.fetch(
+        "SELECT account, reason, halted_by, holder_kind FROM cluster_halt WHERE halted ORDER BY account"
+    )
     actions = await db.fetchrow(
         "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp()) - MIN(at), 0) AS oldest_s"
         " FROM alert_actions WHERE state = 'pending'"
@@ -179,7 +183,10 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
             for x in leases
         ],
         "order_intents": by_account,
-        "halted": [{"account": r["account"], "reason": r["reason"], "by": r["halted_by"]} for r in halted],
+        "halted": [
+            {"account": r["account"], "reason": r["reason"], "by": r["halted_by"], "holder_kind": r["holder_kind"]}
+            for r in halted
+        ],
         "alert_actions_pending": {"count": int(actions["n"]), "oldest_s": round(float(actions["oldest_s"]), 1)},
         "cancels_pending": {"count": int(cancels["n"]), "oldest_s": round(float(cancels["oldest_s"]), 1)},
         "channels": {
@@ -226,7 +233,8 @@ def render(status: dict[str, Any], liveness_s: float) -> str:
     if not status["order_intents"]:
         lines.append("  none")
     for h in status["halted"]:
-        lines.append(f"  {h['account']}: HALTED by {h['by'] or '?'}: {h['reason'] or 'no reason given'}")
+        kind = f" ({h['holder_kind']})" if h.get("holder_kind") else ""
+        lines.append(f"  {h['account']}: HALTED by {h['by'] or '?'}{kind}: {h['reason'] or 'no reason given'}")
     pending = status["alert_actions_pending"]
     waiting = f" (oldest {pending['oldest_s']:.0f} s)" if pending["count"] else ""
     lines.append(f"alert actions waiting for the order leader's answer: {pending['count']}{waiting}")

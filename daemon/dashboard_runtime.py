@@ -61,6 +61,7 @@ def dashboard_setup(
         version=SERVER_VERSION,
         indicators=tuple(settings.indicators),
         attempts=attempts or PassphraseAttempts(),
+        base_url=settings.base_url,
         cluster=cluster,
         notified=notified,
         ticks=ticks,

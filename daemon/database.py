@@ -22,6 +22,7 @@ from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
 from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
+from brokers.suspensions import MIGRATIONS as SUSPENSION_MIGRATIONS
 from config import Settings
 from config.database import Database, Migrations
 from config.private_files import PRIVATE_FILE_MODE, tighten_private
@@ -43,6 +44,7 @@ ALL_MIGRATIONS: tuple[Migrations, ...] = (
     PAPER_MIGRATIONS,
     SCHEDULE_MIGRATIONS,
     HALT_MIGRATIONS,
+    SUSPENSION_MIGRATIONS,
     JOURNAL_MIGRATIONS,
     DASHBOARD_MIGRATIONS,
 )

@@ -5,7 +5,9 @@ The dashboard's own code is the single node's (dashboard/); a front gives it wha
 an engine and an order service (:class:`FrontPages`, its ``ClusterPages``):
 
 - **sessions** in PostgreSQL (dashboard/pg_sessions.py): a sign-in at one front is a session at
-  every front, a revocation holds at every front on the next request;
+  every front, a revocation holds at every front on the next request; the device-cookie key, the
+  sign-in generation and one-time sign-in links are there too, so a device cookie issued at one
+  front is trusted at every front (the attempt counts are each front's own, like ``attempts``);
 - **markets**: the workers' universe (the armed alerts', the operator's followed markets, the
   configured ones) with each market's rendezvous owner among the live workers and its evaluation
   mark (cluster/marks.py): ``live`` once that owner wrote the market's mark (it took the market

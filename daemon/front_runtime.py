@@ -66,15 +66,17 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import QueueLimits
+from brokers.pg_suspensions import PgSuspensionStore
 from brokers.public_venue import PublicVenue
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
+from brokers.suspensions import SuspensionService
 from cluster.account_mirror import AccountView
 from cluster.bus import BusError
 from cluster.bus_prices import BusPrices
 from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
-from cluster.halt import ClusterHalt
+from cluster.halt import ClusterHalt, PrincipalCancels
 from cluster.membership import Membership, new_member_id
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
 from cluster.schedule_runs import IntentRuns
@@ -86,7 +88,7 @@ from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.push_bus import BusPushListener, BusSettingsError, connect_bus
 from daemon.scheduler import DaemonScheduler
-from daemon.services import agent_settings, chart_service, market_data, testnet_endpoints
+from daemon.services import agent_settings, chart_service, journal_limits, market_data, testnet_endpoints
 from daemon.supervisor import Supervisor
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.symbol_directory import SymbolDirectory
@@ -234,7 +236,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             default_interval=engine_default_interval(settings),
             check_symbol=directory.check,
             max_alerts_per_principal=settings.alerts_max_per_client,
-            channels=frozenset(settings.channels),
+            channels=settings.channels,
             executor=ClusterActionExecutor(  # type: ignore[arg-type]  # its commit_in is async (PostgreSQL)
                 intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
             ),
@@ -281,13 +283,21 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             charts=charts,
             max_bars=settings.max_bars,
             tokens=PgTokenStore(db),
-            journal=PgJournalStore(db),
+            journal=PgJournalStore(db, limits=journal_limits(settings)),
             alerts=service,
             push=hub,
             scheduler=scheduler,
             not_running=NOT_ON_FRONT,
             halt=halt,
             front_orders=front_orders,
+            suspensions=SuspensionService(  # cancel-open: asked in the suspending transaction, done by the leader
+                PgSuspensionStore(
+                    db, cancels=PrincipalCancels(db, settings.cluster_account, wake_channel=INTENTS_CHANNEL)
+                ),
+                None,
+                no_canceller="a cluster front cannot cancel a principal's orders itself: suspend with cancel_open",
+                cancel_wait_s=settings.cluster_order_wait_s,
+            ),
         )
         schedule_store = PgScheduleStore(db)
         services.schedules = ScheduleService(

@@ -1,7 +1,11 @@
 """Logging set-up, done once: structlog, JSON when not a TTY, and stderr only under --mcp.
 
 Standard-library loggers (uvicorn, the MCP SDK, aiohttp) are routed through the same
-renderer so the output is one consistent stream.  Secrets never reach a log line: the
+renderer so the output is one consistent stream.  APScheduler's routine lines — a job added,
+"Running job", "executed successfully", "Scheduler started" — are demoted to debug
+(:class:`RoutineAtDebug`): at one a second per periodic job they were two thirds of a day's log;
+its warnings (a missed run time, a run skipped because the last is still running) stay, and
+the daemon's own scheduler logs a failed job at warning (daemon/scheduler.py).  Secrets never reach a log line: the
 settings hold them as SecretStr and tool calls log no argument values.
 """
 
@@ -27,6 +31,22 @@ def _orjson_text(obj: Any, **kw: Any) -> str:
 
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+APSCHEDULER_LOGGERS = ("apscheduler.scheduler", "apscheduler.executors.default", "apscheduler.jobstores.default")
+"""APScheduler 3's loggers (each record is filtered on the logger that made it)."""
+
+
+class RoutineAtDebug(logging.Filter):
+    """A logger's INFO records as DEBUG: kept only when the daemon logs at debug; warnings and errors untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+_ROUTINE_AT_DEBUG = RoutineAtDebug()
 
 
 def configure_logging(
@@ -71,3 +91,7 @@ def configure_logging(
     root.setLevel(_LEVELS.get(level, logging.INFO))
     # uvicorn's access log repeats what our tool_call lines say
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    for name in APSCHEDULER_LOGGERS:
+        aps = logging.getLogger(name)
+        if _ROUTINE_AT_DEBUG not in aps.filters:
+            aps.addFilter(_ROUTINE_AT_DEBUG)

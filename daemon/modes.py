@@ -337,10 +337,15 @@ async def demo_token(tokens: TokenStore) -> str:
 
     Every run's demo token has the same principal, so the demo's alerts, notifications and
     orders are still its own after a restart; it holds every scope (the demo is the operator's).
+    The new token is made before the old ones are revoked (by id): the principal never stands
+    without a credential, so the revocation stops nothing it armed (mcp_bridge/revocation.py) —
+    a restart of the demo is not a revocation of the demo.
     """
-    with contextlib.suppress(TokenError):
-        await tokens.revoke(DEMO_TOKEN_NAME)
+    previous = [info.id for info in await tokens.list() if info.name == DEMO_TOKEN_NAME and info.revoked_at is None]
     token, _ = await tokens.create(DEMO_TOKEN_NAME, principal=DEMO_PRINCIPAL, scopes=ALL_SCOPES)
+    for token_id in previous:
+        with contextlib.suppress(TokenError):
+            await tokens.revoke(token_id)
     return token
 
 

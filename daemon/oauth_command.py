@@ -79,8 +79,10 @@ async def _run(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        await store.revoke_grant(ns.client_id)
+        stopped = await store.revoke_grant(ns.client_id)
         print(f"revoked every token of {ns.client_id}")
+        for line in stopped.lines():
+            print(line)
         return 0
 
 

@@ -1,5 +1,13 @@
 """Wiring the OAuth authorization server into ``--serve`` (routes, passphrase source, 401 header):
-on the data dir's SQLite, or on a cluster front the cluster's PostgreSQL (mcp_bridge/oauth/pg_store.py)."""
+on the data dir's SQLite, or on a cluster front the cluster's PostgreSQL (mcp_bridge/oauth/pg_store.py).
+
+The consent page checks device cookies (dashboard/device_cookies.py) against the sign-in state —
+the signing key and generation in the ``dashboard_auth`` row, in the same database as the OAuth
+grants — so it is given its own view of the dashboard's session store over that database
+(:class:`~dashboard.sessions.SessionStore`, or a front's :class:`~dashboard.pg_sessions.PgSessionStore`):
+it only reads (or first creates) that row, which every front shares, so no wiring order with the
+dashboard's own store is needed, and it works with the dashboard switched off.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,9 @@ from urllib.parse import urlparse
 from starlette.routing import BaseRoute
 
 from config import Settings
+from dashboard.device_cookies import DeviceCookieJar
+from dashboard.pg_sessions import PgSessionStore
+from dashboard.sessions import Sessions, SessionStore
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.passphrase import hash_passphrase
 from mcp_bridge.oauth.pg_store import PgOAuthStore
@@ -65,8 +76,14 @@ def oauth_setup(
     settings: Settings, tokens: TokenStore | PgTokenStore, base_url: str, attempts: PassphraseAttempts | None = None
 ) -> OAuthSetup:
     """The OAuth routes over the tokens' database; ``attempts`` is the operator-passphrase limiter shared
-    with the dashboard's sign-in (per process: each front counts its own)."""
-    store = PgOAuthStore(tokens.db) if isinstance(tokens, PgTokenStore) else OAuthStore(tokens.db)
+    with the dashboard's sign-in (per process: each front counts its own), and device cookies — one
+    signing key for the whole cluster — choose which of its limits an attempt counts against."""
+    store: OAuthStore | PgOAuthStore
+    sign_in: Sessions
+    if isinstance(tokens, PgTokenStore):
+        store, sign_in = PgOAuthStore(tokens.db), PgSessionStore(tokens.db)
+    else:
+        store, sign_in = OAuthStore(tokens.db), SessionStore(tokens.db)
     provider = ChartgenOAuthProvider(
         store,
         tokens,
@@ -75,6 +92,7 @@ def oauth_setup(
         access_ttl_s=settings.oauth_access_ttl_s,
         refresh_ttl_s=settings.oauth_refresh_ttl_s,
     )
-    routes = oauth_routes(provider, passphrase_source(store), attempts=attempts)
+    devices = DeviceCookieJar(sign_in.sign_in_state, secure=base_url.startswith("https://"))
+    routes = oauth_routes(provider, passphrase_source(store), attempts=attempts, devices=devices)
     header = f'Bearer realm="chartgen", resource_metadata="{resource_metadata_url(base_url)}"'
     return OAuthSetup(routes, header, provider)

@@ -259,6 +259,8 @@ async def _binance_orders(
         log.info("broker_ready", broker=broker.name, rest=settings.binance_rest_url)
         yield service
     finally:
+        # before the session it runs on closes: the end of its connection is a stop, not a crash
+        await supervisor.stop("binance-user-stream")
         await broker.close()
 
 

@@ -5,6 +5,10 @@ a scrypt hash in the data dir's database; works while the daemon runs.  Under sy
 passphrase may instead come from the credential ``passphrase`` (LoadCredential=),
 which takes precedence.  ``--cluster`` stores it in the cluster's PostgreSQL (``postgres_dsn`` or
 ``--postgres-dsn``), where every front (``chartgen --serve --cluster``) reads it.
+
+Setting it ends every dashboard sign-in in the same transaction: every session is revoked and the
+sign-in generation bumped, which voids every device cookie and unused sign-in link (at every front
+with ``--cluster``).
 """
 
 from __future__ import annotations
@@ -13,14 +17,20 @@ import argparse
 import asyncio
 import getpass
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import aiosqlite
+import asyncpg
 
 from config.database import DatabaseError
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.logging import configure_logging
 from daemon.oauth_command import oauth_store
+from dashboard import pg_sessions, sessions
 from mcp_bridge.oauth.passphrase import PassphraseError, hash_passphrase
+from mcp_bridge.oauth.pg_store import PgOAuthStore
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,7 +56,18 @@ def _read() -> str:
 
 async def _store(ns: argparse.Namespace, hashed: str) -> None:
     async with oauth_store(settings_of(ns), on_cluster(ns)) as store:
-        await store.set_passphrase_hash(hashed)
+        if isinstance(store, PgOAuthStore):
+
+            async def end_pg(conn: asyncpg.Connection) -> None:
+                await pg_sessions.end_every_sign_in(conn, time.time())
+
+            await store.set_passphrase_hash(hashed, also=end_pg)
+        else:
+
+            async def end_sqlite(tx: aiosqlite.Connection) -> None:
+                await sessions.end_every_sign_in(tx, time.time())
+
+            await store.set_passphrase_hash(hashed, also=end_sqlite)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -62,5 +83,8 @@ def main(argv: Sequence[str]) -> int:
     except DatabaseError as exc:
         print(f"chartgen passphrase: error: {exc}", file=sys.stderr)
         return 1
-    print("passphrase set; OAuth consents now require it.", file=sys.stderr)
+    print(
+        "passphrase set; OAuth consents now require it. Every dashboard session and device cookie has ended.",
+        file=sys.stderr,
+    )
     return 0

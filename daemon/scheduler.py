@@ -3,7 +3,9 @@
 It runs every periodic job of the daemon — order reconciliation, Binance clock resync, alert
 expiry, push-queue TTL sweep, ccxt stream rotation — and every user schedule
 (:mod:`brokers.schedules`).  Jobs run with ``max_instances=1`` and ``coalesce=True``; a failing
-run is logged (``periodic_job_failed``) and the schedule continues.  The in-memory job store
+run is logged at warning (``periodic_job_failed``, with its traceback) and the schedule continues;
+a run is not logged (APScheduler's "Running job" / "executed successfully" are debug lines:
+daemon/logging.py), /status shows each job's last run.  The in-memory job store
 is rebuilt at every start: the daemon's periodic jobs are added by the runtimes that own
 them, user schedules from their table (design.md §8: no SQLAlchemyJobStore).
 
@@ -158,7 +160,7 @@ class DaemonScheduler:
             except Exception as exc:
                 record.failures += 1
                 record.last_outcome = f"failed: {type(exc).__name__}: {exc}"[:300]
-                log.exception("periodic_job_failed", job=name)
+                log.warning("periodic_job_failed", job=name, exc_info=True)
             finally:
                 record.running = False
                 if task is not None:

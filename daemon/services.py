@@ -13,7 +13,10 @@ import aiohttp
 
 from brokers.schedules.service import ScheduleService
 from brokers.schedules.store import ScheduleStore
+from brokers.service import OrderService
+from brokers.suspensions import SuspensionService, SuspensionStore, cancel_principal_open
 from config import Settings
+from config.database import Database
 from daemon.alerts_runtime import running_alerts
 from daemon.database import open_database
 from daemon.engine_runtime import running_engine, schedule_stream_rotation
@@ -32,7 +35,7 @@ from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.identity import current_principal
-from mcp_bridge.journal_store import JournalStore
+from mcp_bridge.journal_store import JournalLimits, JournalStore
 from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.context import AgentSettings
@@ -153,7 +156,7 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         charts = await stack.enter_async_context(chart_service(settings, session=session, engine=engine))
         services = Services(charts=charts, max_bars=settings.max_bars, engine=engine, tokens=TokenStore(db))
         services.market = market_data(settings, session)
-        services.journal = JournalStore(db)
+        services.journal = JournalStore(db, limits=journal_limits(settings))
         services.agent = agent_settings(settings)
         services.scheduler = scheduler
         if engine is not None:
@@ -194,6 +197,7 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
             services.halt = await stack.enter_async_context(
                 running_halt(db=db, service=services.orders, supervisor=supervisor, trades_log=trades_log)
             )
+            services.suspensions = running_suspensions(db, services.orders, supervisor, trades_log)
             services.schedules = ScheduleService(
                 ScheduleStore(db),
                 services.orders,
@@ -206,6 +210,18 @@ async def daemon_services(settings: Settings, *, sim: bool, trade: bool) -> Asyn
         yield settings, services
 
 
+def running_suspensions(
+    db: Database, orders: OrderService, supervisor: Supervisor, trades_log: TradesLog
+) -> SuspensionService:
+    """The per-principal suspensions (brokers/suspensions.py), with the watch that carries out the
+    cancel-open requests other processes write (its first pass: those left pending while no daemon ran)."""
+    service = SuspensionService(
+        SuspensionStore(db), lambda principal: cancel_principal_open(orders, principal), audit=trades_log.append
+    )
+    supervisor.start("trading-suspensions-watch", service.watch)
+    return service
+
+
 def market_data(settings: Settings, session: aiohttp.ClientSession) -> MarketData:
     """REST market data (Binance, Yahoo) for the quote, history and discovery tools."""
     return MarketData(
@@ -214,6 +230,13 @@ def market_data(settings: Settings, session: aiohttp.ClientSession) -> MarketDat
         yahoo_url=settings.yahoo_url,
         timeout_s=settings.http_timeout_s,
         cache_ttl_s=settings.market_cache_ttl_s,
+    )
+
+
+def journal_limits(settings: Settings) -> JournalLimits:
+    """The journal's byte limits (both storages)."""
+    return JournalLimits(
+        max_bytes_per_principal=settings.journal_max_bytes_per_principal, max_bytes=settings.journal_max_bytes
     )
 
 

@@ -4,6 +4,10 @@
 them all and waits for them.  A task that returns normally is not restarted (it chose to
 stop); one that raises is restarted after a delay that doubles up to ``max_delay_s`` and
 resets once the task has run for a while without failing.
+
+A clean stop logs no error: the owner of a task whose resources close before the supervisor
+does (the user-data stream on the daemon's HTTP session) stops it first with :meth:`Supervisor.stop`,
+so the end of its connection is not taken for a crash.
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ class Supervisor:
                 log.exception("task_crashed", task=name, restart_in_s=round(delay, 2), restarts=self.restarts[name])
                 await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))  # backoff with jitter
                 delay = min(self._max, delay * 2)
+
+    async def stop(self, name: str) -> None:
+        """Cancel the task ``name`` and wait for it (its owner is closing); unknown names are ignored."""
+        task = self._tasks.pop(name, None)
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        log.debug("task_stopped", task=name)
 
     def running(self) -> dict[str, bool]:
         return {name: not task.done() for name, task in self._tasks.items()}

@@ -1,4 +1,4 @@
-"""``chartgen token create NAME [--scope charts,alerts] | list | revoke ID_OR_NAME``: personal access tokens.
+"""``chartgen token create NAME [--scope charts,alerts] | list | revoke ID_OR_NAME [--cancel-open]``: tokens.
 
 A new token gets the scopes ``charts,alerts`` unless ``--scope`` says otherwise: trading
 (``trade``) and ``admin`` are granted explicitly.
@@ -6,6 +6,14 @@ A new token gets the scopes ``charts,alerts`` unless ``--scope`` says otherwise:
 Works on the data dir's database while the daemon runs (SQLite WAL); a new token is
 usable at once and a revoked one is refused on its next request.  The token text is
 printed once, on creation, and never stored.
+
+Revoking stops what the principal armed, in the same transaction (mcp_bridge/revocation.py): its
+schedules are cancelled, its alerts lose their actions (they stay as plain alerts) and order
+admission refuses its every order from then on; the command prints what it stopped.
+``--cancel-open`` also asks the running daemon to cancel the principal's open orders and order
+lists (the exits protecting a filled entry stay), as ``chartgen trading suspend --cancel-open`` does;
+with ``--cluster`` the request is written in the revoking transaction and the cluster's order leader
+carries it out.
 
 ``--cluster`` works on the cluster's tokens instead (PostgreSQL, ``postgres_dsn`` or
 ``--postgres-dsn``; mcp_bridge/pg_tokens.py): what every front (``chartgen --serve --cluster``)
@@ -22,12 +30,16 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import asyncpg
+
+from brokers.suspensions import SuspensionStore
 from config import Settings
 from config.database import DatabaseError
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
+from daemon.suspend_command import WAIT_S, cluster_cancels, report_cancels, request_cancels, who
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, SCOPE_ORDER, ScopeError, format_scopes, parse_scopes
 from mcp_bridge.tokens import TokenError, TokenStore
@@ -52,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
         "revoke", help="revoke a token by id, or every active token with a name", parents=[anywhere]
     )
     revoke.add_argument("id_or_name")
+    revoke.add_argument(
+        "--cancel-open",
+        action="store_true",
+        help="also cancel the principal's open orders and order lists (protective exits of filled entries stay)",
+    )
+    revoke.add_argument(
+        "--wait",
+        type=float,
+        default=WAIT_S,
+        help=f"seconds to wait for the daemon's cancel result (default {WAIT_S:g})",
+    )
     return p
 
 
@@ -81,9 +104,36 @@ async def _run(ns: argparse.Namespace) -> int:
                 shown = format_scopes(t.scopes) or "-"
                 print(f"{t.id:<22} {t.name[:24]:<24} {t.kind:<6} {shown:<25} {_when(t.created_at):<21} {status}")
         else:
-            for t in await tokens.revoke(ns.id_or_name):
+            if ns.cancel_open and isinstance(tokens, PgTokenStore):
+                return await _revoke_cancelling(tokens, settings, ns)
+            done = await tokens.revoke_all(ns.id_or_name)
+            for t in done.tokens:
                 print(f"revoked {t.id} ({t.name})")
+            for line in done.stopped.lines():
+                print(line)
+            if ns.cancel_open and done.stopped.principals and isinstance(tokens, TokenStore):
+                store = SuspensionStore(tokens.db)
+                return await request_cancels(store, done.stopped.principals, who(), ns.wait)
     return 0
+
+
+async def _revoke_cancelling(tokens: PgTokenStore, settings: Settings, ns: argparse.Namespace) -> int:
+    """``revoke --cancel-open --cluster``: each principal left without a credential gets its cancel-open
+    request in the revoking transaction; the order leader carries it out (protective exits stay)."""
+    cancels, by = cluster_cancels(tokens.db, settings), who()
+    requests: dict[str, list[tuple[str, int]]] = {}
+
+    async def ask(conn: asyncpg.Connection, principals: list[str]) -> None:
+        requests.clear()  # (a retried transaction asks again)
+        for principal in principals:
+            requests[principal] = await cancels.request_in(conn, principal, by)
+
+    done = await tokens.revoke_all(ns.id_or_name, also=ask)
+    for t in done.tokens:
+        print(f"revoked {t.id} ({t.name})")
+    for line in done.stopped.lines():
+        print(line)
+    return await report_cancels(cancels, requests, ns.wait)
 
 
 @contextlib.asynccontextmanager

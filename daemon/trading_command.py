@@ -6,7 +6,10 @@ its own transaction (:mod:`brokers.halt`).  ``--cancel-open`` also asks the runn
 cancel every open order and order list; it notices within a fraction of a second
 (:mod:`brokers.halt_switch`), and this command waits up to ``--wait`` seconds for its result and
 prints it.  With no trading daemon running the flag is set anyway and the cancelling happens
-when the daemon next starts.  HALT and RESUME lines go to trades.log.
+when the daemon next starts.  HALT and RESUME lines go to trades.log.  The command acts as the
+operator (:mod:`brokers.halt_authority`): its halt holds against every token but an admin one,
+its cancel-open cancels every principal's orders, and its resume lifts any halt; ``status``
+names the holder and who may lift the halt.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from brokers.halt import HaltState, HaltStore
+from brokers.halt_authority import HaltAuthority
 from brokers.halt_switch import summary
 from config import load_settings
 from config.database import DatabaseError
+from daemon import suspend_command
 from daemon.database import TRADES_LOG_FILE, open_database
 from daemon.halt_runtime import daemon_running
 from daemon.logging import configure_logging
@@ -52,21 +57,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("resume", help="accept orders again")
     sub.add_parser("status", help="show whether trading is halted")
+    suspend_command.add_parsers(sub)  # suspend / unsuspend one principal (daemon/suspend_command.py)
     return p
 
 
-def _who() -> str:
+def _who() -> HaltAuthority:
+    """The operator at this terminal, as ``cli:<user>``."""
     try:
-        return f"cli:{getpass.getuser()}"
+        return HaltAuthority.operator("cli", getpass.getuser())
     except (KeyError, OSError):
-        return "cli"
+        return HaltAuthority.operator("cli")
 
 
 def _describe(state: HaltState) -> str:
-    if not state.halted:
+    holder = state.holder
+    if holder is None:
         return "trading is running (not halted)"
     public = state.public()
-    return f"trading is HALTED since {public['since']} by {state.by}: {state.reason or 'no reason given'}"
+    return (
+        f"trading is HALTED since {public['since']} by {holder.describe()}: {state.reason or 'no reason given'}"
+        f"\nheld by {holder.name} ({holder.kind}): {holder.lifted_by()}"
+    )
 
 
 async def _wait_for_cancel(store: HaltStore, seq: int, wait_s: float) -> HaltState | None:
@@ -85,7 +96,7 @@ async def _wait_for_cancel(store: HaltStore, seq: int, wait_s: float) -> HaltSta
 async def _halt(ns: argparse.Namespace, store: HaltStore, trades: TradesLog, db_path: Path) -> int:
     by = _who()
     state = await store.halt(reason=ns.reason, by=by, now=time.time(), cancel_open=ns.cancel_open)
-    await trades.append([f"{_stamp()} HALT by {by}: {ns.reason or 'no reason given'}"])
+    await trades.append([f"{_stamp()} HALT by {by.name}: {ns.reason or 'no reason given'}"])
     print(_describe(state))
     if not ns.cancel_open:
         return 0
@@ -122,8 +133,9 @@ async def _run(ns: argparse.Namespace) -> int:
         if ns.action == "halt":
             return await _halt(ns, store, trades, db.path)
         if ns.action == "resume":
-            state = await store.resume()
-            await trades.append([f"{_stamp()} RESUME by {_who()}"])
+            by = _who()
+            state = await store.resume(by=by)  # the operator lifts any halt
+            await trades.append([f"{_stamp()} RESUME by {by.name}"])
             print(_describe(state))
             return 0
         state = await store.read()
@@ -137,6 +149,8 @@ async def _run(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
+    if ns.action in suspend_command.ACTIONS:
+        return suspend_command.main(ns)
     if ns.action == "halt" and not 0 <= ns.wait <= 600:
         print("chartgen trading: error: --wait must be between 0 and 600 seconds", file=sys.stderr)
         return 2

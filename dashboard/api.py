@@ -41,7 +41,8 @@ def bad(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def _json_body(request: Request) -> dict[str, Any] | Response:
+async def json_body(request: Request) -> dict[str, Any] | Response:
+    """A change request's JSON object body (at most ``MAX_BODY`` bytes), else the 413/400 answer to return."""
     raw = await request.body()
     if len(raw) > MAX_BODY:
         return bad(413, f"body larger than {MAX_BODY} bytes")
@@ -70,10 +71,13 @@ async def overview(request: Request, deps: DashboardDeps, session: Session) -> R
                 }
             )
     halt = deps.services.halt
-    trading = {"halted": False, "reason": None}
+    trading = {"halted": False, "reason": None, "by": None, "holder_kind": None, "lifted_by": None}
     if halt is not None:
         state = halt.state.public()
-        trading = {"halted": bool(halt.halted), "reason": state.get("reason")}
+        trading = {
+            "halted": bool(halt.halted),
+            **{k: state.get(k) for k in ("reason", "by", "holder_kind", "lifted_by")},
+        }
     return ok(
         {
             "version": deps.version,
@@ -110,7 +114,7 @@ async def create_alert(request: Request, deps: DashboardDeps, session: Session) 
     svc = deps.services.alerts
     if svc is None:
         return bad(409, "alerts need the live engine: run the daemon with --trade")
-    body = await _json_body(request)
+    body = await json_body(request)
     if isinstance(body, Response):
         return body
     if "action" in body:
@@ -243,7 +247,7 @@ async def create_token(request: Request, deps: DashboardDeps, session: Session) 
     tokens = deps.services.tokens
     if tokens is None:
         return bad(409, "this daemon authenticates nobody (no token store)")
-    body = await _json_body(request)
+    body = await json_body(request)
     if isinstance(body, Response):
         return body
     name, scopes, days = body.get("name"), body.get("scopes"), body.get("expires_days")

@@ -4,9 +4,15 @@ The sign-in page is server-rendered HTML that works without JavaScript.  The pas
 operator's (``chartgen passphrase set`` or the systemd credential), checked with scrypt off the
 event loop; attempts are limited per client address with a global budget
 (:class:`~mcp_bridge.oauth.attempts.PassphraseAttempts`, the same instance as the OAuth consent
-page's, so a guesser gets one budget for both pages).  A session cookie is HttpOnly,
-SameSite=Strict, Path=/ui, and Secure when ``base_url`` is https; state-changing requests must
-also send the session's CSRF token in ``X-CSRF-Token``.
+page's, so a guesser gets one budget for both pages).  A browser that signed in before carries a
+device cookie (dashboard/device_cookies.py): its attempts are limited per device instead, so a
+guesser on rotating addresses cannot keep the operator out; every successful sign-in gets a fresh
+one.  The sign-in form is accepted only from the daemon's own origin: ``base_url``'s, or the
+loopback origin with the port this server listens on (not any loopback port: another local
+program's page must not post to it).  ``/ui/link?token=…`` opens a one-time sign-in link
+(``chartgen dashboard link``).  A session cookie is HttpOnly, SameSite=Strict, Path=/ui, and
+Secure when ``base_url`` is https; state-changing requests must also send the session's CSRF
+token in ``X-CSRF-Token``.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from dashboard.deps import DashboardDeps
-from dashboard.sessions import Session
+from dashboard.device_cookies import DEVICE_COOKIE, device_of, set_device_cookie
+from dashboard.sessions import Session, SignInState
 from mcp_bridge.oauth.attempts import TooManyAttempts
+from mcp_bridge.oauth.consent import origin_of
 from mcp_bridge.oauth.passphrase import check_passphrase_async
 
 COOKIE = "chartgen_session"
@@ -35,6 +43,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 MAX_FORM_BYTES = 4096
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+ALLOWED_FETCH_SITES = frozenset({"same-origin", "none"})
 
 Handler = Callable[[Request, DashboardDeps, Session], Awaitable[Response]]
 
@@ -114,34 +124,95 @@ async def _form_passphrase(request: Request) -> str | None:
     return values[0] if values else None
 
 
+def own_origins(request: Request, base_url: str | None) -> set[str]:
+    """The origins a sign-in form may come from: ``base_url``'s, and the loopback names with the port
+    this server listens on (``scope["server"]``: the socket's, whatever Host the request names)."""
+    origins = {origin_of(base_url)} if base_url else set()
+    server = request.scope.get("server")
+    if server and server[1] is not None:
+        origins |= {f"http://{name}:{server[1]}" for name in LOOPBACK_NAMES}
+    return origins
+
+
+def cross_origin_problem(request: Request, base_url: str | None) -> str | None:
+    """Why a sign-in post is not from this daemon's own page (None: it is, or it is no browser's post).
+
+    A browser names the page's origin in ``Origin`` (and ``Sec-Fetch-Site``); a post without
+    either is not a browser's, so no other site can have sent it."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site.lower() not in ALLOWED_FETCH_SITES:
+        return f"Sec-Fetch-Site is {site!r}"
+    origin = request.headers.get("origin")
+    if origin is None:
+        return None
+    try:
+        sent = origin_of(origin) if origin != "null" else "null"
+    except ValueError:  # an unparsable port
+        sent = origin
+    allowed = own_origins(request, base_url)
+    if sent in allowed:
+        return None
+    return f"origin {origin!r} is not this server's ({', '.join(sorted(allowed)) or 'none'})"
+
+
+def _signed_in(deps: DashboardDeps, state: SignInState, secret: str) -> Response:
+    """The answer to a successful sign-in: to the dashboard, with the session and a fresh device cookie."""
+    resp = RedirectResponse("/ui", status_code=303)
+    resp.set_cookie(
+        COOKIE, secret, httponly=True, samesite="strict", path="/ui", secure=deps.secure_cookie,
+        max_age=int(deps.sessions.max_s),
+    )  # fmt: skip
+    set_device_cookie(resp, state, secure=deps.secure_cookie)  # Path=/: the consent page gets it too
+    return secured(resp)
+
+
 def login_route(deps: DashboardDeps) -> Callable[[Request], Awaitable[Response]]:
     async def login(request: Request) -> Response:
+        refused = cross_origin_problem(request, deps.base_url)
+        if refused is not None:
+            return sign_in_page(f"Refused: sign in from this server's own page ({refused}).", 403)
         passphrase = await _form_passphrase(request)
         if not passphrase:
             return sign_in_page("Type the operator passphrase.", 400)
+        state = await deps.sessions.sign_in_state()  # before the passphrase: a change in between ends this sign-in
         stored = await deps.passphrase()
         if stored is None:
             return sign_in_page("No operator passphrase is set: run `chartgen passphrase set` on the server.", 403)
         address = client_of(request)
+        device = device_of(request.cookies.get(DEVICE_COOKIE), state)
         try:
-            attempt = deps.attempts.begin(address)
+            attempt = deps.attempts.begin(address, device)
         except TooManyAttempts as exc:
-            resp = sign_in_page(str(exc), 429)
+            resp = sign_in_page(f"{exc} Or run `chartgen dashboard link` on the server for a sign-in link.", 429)
             resp.headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
             return resp
         if not await check_passphrase_async(passphrase, stored):
             deps.attempts.failed(attempt)
             return sign_in_page("Wrong passphrase.", 401)
         deps.attempts.succeeded(attempt)
-        secret, _ = await deps.sessions.create(address, request.headers.get("user-agent", ""))
-        resp = RedirectResponse("/ui", status_code=303)
-        resp.set_cookie(
-            COOKIE, secret, httponly=True, samesite="strict", path="/ui", secure=deps.secure_cookie,
-            max_age=int(deps.sessions.max_s),
-        )  # fmt: skip
-        return secured(resp)
+        secret, _ = await deps.sessions.create(address, request.headers.get("user-agent", ""), state.generation)
+        return _signed_in(deps, state, secret)
 
     return login
+
+
+def link_route(deps: DashboardDeps) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /ui/link?token=…``: a one-time sign-in link (``chartgen dashboard link``) opens a session."""
+
+    async def link(request: Request) -> Response:
+        state = await deps.sessions.sign_in_state()
+        address = client_of(request)
+        redeemed = await deps.sessions.redeem_link(
+            request.query_params.get("token"), address, request.headers.get("user-agent", "")
+        )
+        if redeemed is None:
+            return sign_in_page(
+                "This sign-in link is unknown, used or expired: run `chartgen dashboard link` again.", 400
+            )
+        secret, session = redeemed
+        return _signed_in(deps, state.model_copy(update={"generation": session.generation}), secret)
+
+    return link
 
 
 async def logout(request: Request, deps: DashboardDeps, session: Session) -> Response:

@@ -49,6 +49,8 @@ class DashboardDeps:
     indicators: tuple[str, ...] = ()
     """The engine's indicators (what the markets page charts)."""
     attempts: PassphraseAttempts = field(default_factory=PassphraseAttempts)
+    base_url: str | None = None
+    """The public URL behind a proxy: its origin may post the sign-in form (as may this server's loopback one)."""
     keepalive_s: float = 15.0
     listeners: list[Callable[[], None]] = field(default_factory=list)
     """Told when tokens, OAuth clients or sessions changed (open event streams send ``access``)."""

@@ -1,7 +1,8 @@
 """The /ui routes: the page (or the sign-in form), its static files, the JSON API and the event stream.
 
-Every route runs the daemon's Host/Origin check (DNS rebinding; a cross-site sign-in post is
-refused there) and carries the dashboard's security headers.  Static files are the package's
+Every route runs the daemon's Host/Origin check (DNS rebinding) and carries the dashboard's
+security headers; the sign-in post is further accepted only from the daemon's own origin, and
+``/ui/link`` opens a one-time sign-in link (dashboard/auth.py).  Static files are the package's
 ``dashboard/static`` files, looked up by exact name — nothing else on disk is reachable.
 """
 
@@ -16,8 +17,18 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from config.postgres import StorageUnavailable
-from dashboard import api
-from dashboard.auth import Handler, current_session, login_route, logout, problem, secured, sign_in_page, signed_in
+from dashboard import api, trading
+from dashboard.auth import (
+    Handler,
+    current_session,
+    link_route,
+    login_route,
+    logout,
+    problem,
+    secured,
+    sign_in_page,
+    signed_in,
+)
 from dashboard.deps import DashboardDeps
 from dashboard.events import events
 from mcp_bridge.rebinding import guarded
@@ -70,6 +81,7 @@ def dashboard_routes(deps: DashboardDeps, guard: TransportSecurityMiddleware) ->
         route("/ui", page, "GET"),
         route("/ui/", page, "GET"),
         route("/ui/login", login_route(deps), "POST"),
+        route("/ui/link", link_route(deps), "GET"),
         route("/ui/logout", change(logout), "POST"),
         route("/ui/static/{name}", static, "GET"),
         route("/ui/events", read(events), "GET"),
@@ -86,4 +98,10 @@ def dashboard_routes(deps: DashboardDeps, guard: TransportSecurityMiddleware) ->
         route("/ui/api/tokens/{token_id}", change(api.revoke_token), "DELETE"),
         route("/ui/api/oauth-clients/{client_id}", change(api.revoke_client), "DELETE"),
         route("/ui/api/sessions/{session_id}", change(api.revoke_session), "DELETE"),
+        route("/ui/api/trading", read(trading.trading), "GET"),
+        route("/ui/api/trading/halt", change(trading.halt), "POST"),
+        route("/ui/api/trading/resume", change(trading.resume), "POST"),
+        route("/ui/api/trading/suspensions", change(trading.suspend), "POST"),
+        route("/ui/api/trading/suspensions/{principal}", change(trading.unsuspend), "DELETE"),
+        route("/ui/api/trading/schedules/{schedule_id}", change(trading.cancel_schedule), "DELETE"),
     ]

@@ -13,12 +13,15 @@ token it cannot check is neither accepted nor reported as invalid).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+
+import asyncpg
 
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, unreachable_as
+from mcp_bridge.revocation import stop_principals
 from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, to_stored
-from mcp_bridge.tokens import TokenInfo, hash_token, new_token, no_active_token, token_info
+from mcp_bridge.tokens import Revocation, TokenInfo, hash_token, new_token, no_active_token, token_info
 
 PG_TOKEN_MIGRATIONS = Migrations(
     "mcp_bridge.tokens",
@@ -95,15 +98,41 @@ class PgTokenStore:
             rows = await self.db.fetch("SELECT * FROM access_tokens ORDER BY created_at")
         return [token_info(r) for r in rows]
 
+    async def principals_named(self, name: str) -> list[str]:
+        """The principals ``name`` stands for (:meth:`mcp_bridge.tokens.TokenStore.principals_named`)."""
+        with unreachable_as("principal not found", self._where):
+            rows = await self.db.fetch(
+                "SELECT principal FROM access_tokens WHERE id = $1 OR name = $1 OR principal = $1"
+                " UNION SELECT 'oauth:' || client_id FROM oauth_clients WHERE consented_at IS NOT NULL"
+                " AND (client_id = $1 OR (info::jsonb ->> 'client_name') = $1 OR 'oauth:' || client_id = $1)",
+                name,
+            )
+        return sorted({str(r[0]) for r in rows})
+
     async def revoke(self, id_or_name: str) -> list[TokenInfo]:
         """Revoke the token with this id, or every active token with this name; returns what was revoked."""
+        return (await self.revoke_all(id_or_name)).tokens
+
+    async def revoke_all(
+        self, id_or_name: str, *, also: Callable[[asyncpg.Connection, list[str]], Awaitable[None]] | None = None
+    ) -> Revocation:
+        """:meth:`revoke`, stopping in the same transaction the trading, schedules and alert actions of
+        every principal left without a live credential (mcp_bridge/revocation.py); ``also`` runs in
+        that transaction too, with those principals (``token revoke --cancel-open --cluster``: their
+        cancel-open requests)."""
+        now = time.time()
         with unreachable_as("token not revoked", self._where):
-            rows = await self.db.fetch(
-                "UPDATE access_tokens SET revoked_at = $2 WHERE (id = $1 OR name = $1) AND revoked_at IS NULL"
-                " RETURNING *",
-                id_or_name,
-                time.time(),
-            )
-        if not rows:
-            raise no_active_token(id_or_name)
-        return [token_info(r) for r in rows]
+            async with self.db.transaction() as conn:
+                rows = await conn.fetch(
+                    "UPDATE access_tokens SET revoked_at = $2 WHERE (id = $1 OR name = $1) AND revoked_at IS NULL"
+                    " RETURNING *",
+                    id_or_name,
+                    now,
+                )
+                if not rows:
+                    raise no_active_token(id_or_name)
+                tokens = [token_info(r) for r in rows]
+                stopped = await stop_principals(conn, [t.principal for t in tokens], now)
+                if also is not None and stopped.principals:
+                    await also(conn, stopped.principals)
+        return Revocation(tokens, stopped)

@@ -6,7 +6,9 @@ the identity alerts, notification queues and subscriptions are keyed by.  For a 
 access token the principal is the token's own id; OAuth will give all tokens of one grant
 the same principal, so a refreshed token keeps its alerts.  Revocation and expiry take
 effect on the next request: verified tokens are cached in memory, and every revocation drops
-that cache in every process through a marker file (:mod:`mcp_bridge.token_cache`).
+that cache in every process through a marker file (:mod:`mcp_bridge.token_cache`).  The revoking
+transaction also stops what the principal armed — its trading, schedules and alert actions
+(:mod:`mcp_bridge.revocation`).
 
 Every token carries scopes (:mod:`mcp_bridge.scopes`), stored space-separated in the
 ``scopes`` column; tokens created before the column existed were migrated to
@@ -17,11 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config.database import Database, Migrations
+from mcp_bridge.revocation import Stopped, stop_principals_in
 from mcp_bridge.scopes import (
     DEFAULT_TOKEN_SCOPES,
     MIGRATED_SCOPES,
@@ -87,6 +91,14 @@ class TokenInfo:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > time.time())
 
 
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    """The tokens one revocation revoked and what it stopped of their principals."""
+
+    tokens: list[TokenInfo]
+    stopped: Stopped
+
+
 class TokenError(ValueError):
     """A token operation the caller must correct (unknown token, bad name)."""
 
@@ -140,6 +152,14 @@ def new_token(
 
 def no_active_token(id_or_name: str) -> TokenError:
     return TokenError(f"no active token with id or name {id_or_name!r}; see `chartgen token list`")
+
+
+PRINCIPALS_NAMED_SQL = (
+    "SELECT principal FROM access_tokens WHERE id = ? OR name = ? OR principal = ?"
+    " UNION SELECT 'oauth:' || client_id FROM oauth_clients WHERE consented_at IS NOT NULL"
+    " AND (client_id = ? OR json_extract(info, '$.client_name') = ? OR 'oauth:' || client_id = ?)"
+)
+"""The principals a name stands for: a token's id or name, an OAuth client's id or name, a principal."""
 
 
 class TokenStore:
@@ -199,19 +219,36 @@ class TokenStore:
         rows = await self.db.fetchall("SELECT * FROM access_tokens ORDER BY created_at")
         return [token_info(r) for r in rows]
 
+    async def principals_named(self, name: str) -> list[str]:
+        """The principals ``name`` stands for — a token's id or name, an OAuth client's id or name,
+        or a principal itself (``tok_…``, ``oauth:…``) — sorted; empty when none."""
+        rows = await self.db.fetchall(PRINCIPALS_NAMED_SQL, (name,) * 6)
+        return sorted({str(r[0]) for r in rows})
+
     async def revoke(self, id_or_name: str) -> list[TokenInfo]:
-        """Revoke the token with this id, or every active token with this name; returns what was revoked."""
+        """Revoke the token with this id, or every active token with this name; returns what was revoked
+        (what the revocation stopped: :meth:`revoke_all`)."""
+        return (await self.revoke_all(id_or_name)).tokens
+
+    async def revoke_all(self, id_or_name: str) -> Revocation:
+        """Revoke the token with this id, or every active token with this name, and in the same
+        transaction stop the trading, schedules and alert actions of every principal left without a
+        live credential (mcp_bridge/revocation.py)."""
         now = time.time()
-        async with self.db.transaction(durable=True) as tx:
-            async with tx.execute(
-                "SELECT * FROM access_tokens WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
-                (id_or_name, id_or_name),
-            ) as cur:
-                rows = [token_info(r) for r in await cur.fetchall()]
+
+        def step(conn: sqlite3.Connection) -> Revocation:
+            rows = [
+                token_info(r)
+                for r in conn.execute(
+                    "SELECT * FROM access_tokens WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
+                    (id_or_name, id_or_name),
+                ).fetchall()
+            ]
             if not rows:
                 raise no_active_token(id_or_name)
-            await tx.executemany(
-                "UPDATE access_tokens SET revoked_at = ? WHERE id = ?", [(now, info.id) for info in rows]
-            )
+            conn.executemany("UPDATE access_tokens SET revoked_at = ? WHERE id = ?", [(now, info.id) for info in rows])
+            return Revocation(rows, stop_principals_in(conn, [info.principal for info in rows], now))
+
+        done = await self.db.run_transaction(step, durable=True)
         signal_revocation(self.db.path)
-        return rows
+        return done

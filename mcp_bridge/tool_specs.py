@@ -226,12 +226,18 @@ TOOLS: tuple[types.Tool, ...] = (
         name="halt_trading",
         description=(
             "Halt all trading: every new order (tools, alert actions, schedules, brackets, OCO legs) is refused "
-            "with 'trading is halted by the operator' until resumed. cancel_open=true also cancels every open "
-            "order and order list on the exchange and reports how many. resume=true (alone) resumes trading."
+            "with 'trading is halted by the operator' until resumed. cancel_open=true also cancels your own open "
+            "orders and order lists on the exchange (every client's with an admin token) and reports how many. "
+            "resume=true (alone) resumes trading: a halt you set yourself, or any halt with an admin token; the "
+            "operator's halt only the operator or an admin token lifts."
         ),
         input_schema=_obj(
             {
-                "cancel_open": {"type": "boolean", "default": False, "description": "Also cancel every open order"},
+                "cancel_open": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Also cancel your open orders (every client's with an admin token)",
+                },
                 "reason": {"type": "string", "maxLength": 200, "description": "Why (shown in the daemon's status)"},
                 "resume": {"type": "boolean", "default": False, "description": "Resume trading instead of halting"},
             }

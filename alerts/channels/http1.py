@@ -10,7 +10,9 @@ HTTP — POST a body, read the status line, headers and a ``Content-Length`` or 
 the connection — so this is that and nothing more (TLS through the standard ``ssl`` module with
 certificate and host-name checks).  A request that fails on a reused connection (the server closed
 it while idle) is sent once more on a new one; delivery is at-least-once with an idempotency key,
-so a receiver may see it twice.
+so a receiver may see it twice.  Redirects are not followed (the sender fails a 3xx at once), and a
+request for a channel without ``allow_private_address`` is refused when its connection's peer is a
+loopback, link-local or private address (a public name that resolves to one: DNS rebinding).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from config.channels import is_private_address
+
 MAX_HEAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 Origin = tuple[str, str, int]
@@ -28,6 +32,10 @@ Origin = tuple[str, str, int]
 
 class HttpError(Exception):
     """The exchange with the server failed (connection, protocol); the message says how."""
+
+
+class PrivatePeer(HttpError):
+    """The connection's peer is a private address the request may not go to (retrying cannot help)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +79,9 @@ class Http1Client:
             raise HttpError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         return _Conn(reader, writer)
 
-    async def post(self, url: str, headers: dict[str, str], body: bytes) -> HttpAnswer:
-        """POST ``body`` to ``url``; the caller bounds the time (asyncio.timeout)."""
+    async def post(self, url: str, headers: dict[str, str], body: bytes, *, allow_private: bool = True) -> HttpAnswer:
+        """POST ``body`` to ``url``; the caller bounds the time (asyncio.timeout).  ``allow_private`` False:
+        :class:`PrivatePeer` when the connection's peer is a loopback, link-local or private address."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise HttpError(f"not an http(s) URL: {parts.scheme}://{parts.hostname}")
@@ -86,6 +95,12 @@ class Http1Client:
             idle = self._idle.get(origin)
             reused = bool(idle)
             conn = idle.pop() if idle else await self._open(origin)
+            if not allow_private:
+                peer = conn.writer.get_extra_info("peername")
+                address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+                if not address or is_private_address(address):
+                    self._idle.setdefault(origin, []).append(conn)
+                    raise PrivatePeer(f"{parts.hostname} is at the private address {address or '?'}")
             try:
                 answer, keep = await self._exchange(conn, request)
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:

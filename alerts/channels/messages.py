@@ -6,6 +6,11 @@ escaping: symbol and interval, the condition in words, the value, the time (UTC)
 alert action's order outcome when there is one, and the notification id on the last line
 (Telegram and ntfy have no idempotency header; a re-delivery shows as a second message with
 the same id).  The signature is ``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">``.
+
+A digest (:func:`digest_text`: the notifications a channel's rate held back, as one message) says
+how many, then one line per notification — symbol, interval, condition, value, time, the note's
+first :data:`DIGEST_NOTE_CHARS` characters, the order outcome and the id — so none is lost and the
+whole message stays within Telegram's 4,096 characters (the sender caps a text digest's rows).
 """
 
 from __future__ import annotations
@@ -82,6 +87,37 @@ def text(frame: dict[str, Any]) -> str:
         lines.append(outcome_words(p["action"]))
     lines.append(f"id: {p.get('alert_id')}")
     return "\n".join(lines)
+
+
+DIGEST_NOTE_CHARS = 40
+DIGEST_LINE_CHARS = 150
+
+
+def digest_title(count: int) -> str:
+    return f"{count} more alerts fired"
+
+
+def digest_line(params: dict[str, Any]) -> str:
+    """One notification of a digest, on one line of at most :data:`DIGEST_LINE_CHARS` characters."""
+    when = _when(params.get("triggered_at"))
+    line = (
+        f"{params.get('symbol')} {params.get('interval')}: {condition_words(params.get('condition') or {})}"
+        f" = {_number(params.get('value'))} at {when.split(' ', 1)[-1].removesuffix(' UTC')}"
+    )
+    note = params.get("note")
+    if note:
+        short = str(note).replace("\n", " ")
+        line += f" ({short[:DIGEST_NOTE_CHARS]}{'…' if len(short) > DIGEST_NOTE_CHARS else ''})"
+    if isinstance(params.get("action"), dict):
+        line += f"; {outcome_words(params['action'])}"
+    tail = f" id {params.get('alert_id')}"
+    return line[: DIGEST_LINE_CHARS - len(tail)] + tail
+
+
+def digest_text(frames: list[dict[str, Any]], per_minute: int) -> str:
+    """The digest of ``frames`` (push frames in firing order): "37 more alerts fired: …" and one line each."""
+    head = f"{digest_title(len(frames))} (this channel sends at most {per_minute} messages a minute):"
+    return "\n".join([head, *(digest_line(f.get("params") or {}) for f in frames)])
 
 
 def tags(params: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ sends the order once — the order and crash guarantees are in :mod:`brokers.sch
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -35,7 +36,12 @@ class OrderServiceRuns:
 
     async def check(self, fields: dict[str, Any]) -> list[str]:
         """What the guard can check without sending: allow-list, symbol listed and trading, price and
-        lot filters; with a reference price at hand, minimum notional and the per-order limit too."""
+        lot filters, minimum notional and the per-order limit at today's reference price.
+
+        Fails closed like ``set_alert`` with an action: when the per-order limit applies and no price
+        can be read to value the order, ``schedule_order`` is refused, naming why and the fix (an order
+        given in quote quantity is valued without a price; without a per-order limit there is nothing to
+        hold it to, and the price filters wait for the runs)."""
         guard = self.orders.guard
         symbol = fields["symbol"]
         allowed = guard.limits.allowed_symbols
@@ -50,19 +56,30 @@ class OrderServiceRuns:
                 rules.check_quantity(fields["quantity"], market=market)
         except FilterError as exc:
             raise ScheduleInputError(str(exc)) from None
+        req = OrderRequest(**{**fields, "owner": None})
+        cap = guard.limits.max_order_notional
         try:
             ref = await guard.reference_price(symbol)
-        except (OrderInputError, BrokerError):
-            return []  # no price now: checked again at each run
-        req = OrderRequest(**{**fields, "owner": None})
+        except (OrderInputError, BrokerError) as exc:
+            if cap is None:
+                return []  # no per-order limit to hold it to: the filters are checked again at each run
+            if req.quote_quantity is not None and req.quantity is None:
+                return self._within_cap(order_value(req, Decimal(0)), cap)
+            raise ScheduleInputError(
+                f"cannot check each run's order against the per-order limit {plain(cap)}: no price for {symbol} "
+                f"to value it ({exc}); retry when market data is back, or give quote_quantity (valued without "
+                "a price)"
+            ) from None
         if req.quantity is not None:
             try:
                 rules.check_notional(req.quantity, req.price if req.price is not None else ref.price, market=market)
             except FilterError as exc:
                 raise ScheduleInputError(str(exc)) from None
-        cap = guard.limits.max_order_notional
-        value = order_value(req, ref.price)
-        if cap is not None and value > cap:
+        return [] if cap is None else self._within_cap(order_value(req, ref.price), cap)
+
+    @staticmethod
+    def _within_cap(value: Decimal, cap: Decimal) -> list[str]:
+        if value > cap:
             raise ScheduleInputError(
                 f"each run's order value {plain(value)} exceeds the per-order limit {plain(cap)} at today's price"
             )

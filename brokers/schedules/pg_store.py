@@ -12,6 +12,7 @@ records the order.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import asyncpg
 
@@ -49,6 +50,18 @@ PG_SCHEDULE_MIGRATIONS = Migrations(
         ),
     ),
 )
+
+
+async def cancel_owners(conn: asyncpg.Connection, owners: Sequence[str], now: float) -> list[str]:
+    """Inside the caller's transaction (a revocation): cancel every active schedule of ``owners``; the
+    ids cancelled.  The order leader reads the row before each run, so a cancelled one never runs again."""
+    rows = await conn.fetch(
+        "UPDATE schedules SET status = 'cancelled', updated_at = $1 WHERE owner = ANY($2::text[])"
+        " AND status = 'active' RETURNING id",
+        now,
+        list(owners),
+    )
+    return sorted(str(r["id"]) for r in rows)
 
 
 class PgScheduleStore:

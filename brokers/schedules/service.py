@@ -164,23 +164,31 @@ class ScheduleService:
     async def listing(self, actor: Actor) -> list[dict[str, Any]]:
         """list_schedules: the actor's own schedules (everyone's for an admin), newest first."""
         now = _at(self._clock())
-        out = []
-        for row in await self.store.visible(actor):
-            spec = parse_spec(row.timing())
-            entry: dict[str, Any] = {"schedule_id": row.id, "status": row.status, "order": row.order_args}
-            if actor.admin:
-                entry["owner"] = row.owner
-            entry |= self._timing(row, spec)
-            entry["runs_done"] = row.runs_done
-            entry["last_completed_at"] = None if row.last_fire_at is None else iso(_at(row.last_fire_at))
-            nxt = None
-            if row.status == ACTIVE:
-                after = _at(row.last_fire_at if row.last_fire_at is not None else row.created_at)
-                nxt = next_fire(spec.trigger(row.created_at), max(now, after))
-            entry["next_run_at"] = iso(nxt)
-            entry["created_at"] = iso(_at(row.created_at))
-            out.append(entry)
-        return out
+        return [self._entry(row, now, owner=actor.admin) for row in await self.store.visible(actor)]
+
+    async def active_listing(self) -> list[dict[str, Any]]:
+        """Every principal's active schedules, each as an admin's list_schedules entry (``owner``,
+        ``next_run_at``) with ``max_runs`` always present: the dashboard's Trading panel."""
+        now = _at(self._clock())
+        rows = [row for row in await self.store.active() if row.status == ACTIVE]
+        return [self._entry(row, now, owner=True) | {"max_runs": row.max_runs} for row in rows]
+
+    def _entry(self, row: ScheduleRow, now: datetime, *, owner: bool) -> dict[str, Any]:
+        """One schedule as list_schedules shows it; ``next_run_at`` None unless it is active."""
+        spec = parse_spec(row.timing())
+        entry: dict[str, Any] = {"schedule_id": row.id, "status": row.status, "order": row.order_args}
+        if owner:
+            entry["owner"] = row.owner
+        entry |= self._timing(row, spec)
+        entry["runs_done"] = row.runs_done
+        entry["last_completed_at"] = None if row.last_fire_at is None else iso(_at(row.last_fire_at))
+        nxt = None
+        if row.status == ACTIVE:
+            after = _at(row.last_fire_at if row.last_fire_at is not None else row.created_at)
+            nxt = next_fire(spec.trigger(row.created_at), max(now, after))
+        entry["next_run_at"] = iso(nxt)
+        entry["created_at"] = iso(_at(row.created_at))
+        return entry
 
     async def cancel(self, actor: Actor, schedule_id: Any) -> dict[str, Any]:
         """cancel_schedule: stop one of the actor's schedules (any for an admin); another's is "not found"."""

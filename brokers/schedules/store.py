@@ -10,6 +10,8 @@ active rows at start (APScheduler's SQLAlchemyJobStore would pickle jobs and blo
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +90,20 @@ def schedule_row(r: Any) -> ScheduleRow:
         created_at=float(r["created_at"]),
         updated_at=float(r["updated_at"]),
     )
+
+
+def cancel_owners_in(conn: sqlite3.Connection, owners: Sequence[str], now: float) -> list[str]:
+    """Inside the caller's transaction (a revocation): cancel every active schedule of ``owners``;
+    the ids cancelled.  A running daemon's job finds its row cancelled at its next run and stops."""
+    cancelled: list[str] = []
+    for owner in owners:
+        cur = conn.execute(
+            "UPDATE schedules SET status = 'cancelled', updated_at = ? WHERE owner = ? AND status = 'active'"
+            " RETURNING id",
+            (now, owner),
+        )
+        cancelled.extend(str(r[0]) for r in cur.fetchall())
+    return sorted(cancelled)
 
 
 class ScheduleRepository(Protocol):

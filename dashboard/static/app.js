@@ -1,8 +1,9 @@
 // The dashboard page: hash-routed panels, one EventSource for everything live, fetches on events only.
 import { CandleChart } from "./chart.js";
+import { tradingPanel } from "./trading.js";
 
 const CSRF = document.querySelector('meta[name="csrf-token"]').content;
-const PAGES = ["markets", "alerts", "notifications", "orders", "health", "access"];
+const PAGES = ["markets", "alerts", "notifications", "orders", "health", "trading", "access"];
 const charts = new Map(); // "SYMBOL interval" -> {chart, label}
 let markets = [];
 
@@ -63,7 +64,7 @@ function show() {
 async function loadMarkets() {
   const o = await call("GET", "/ui/api/overview");
   markets = o.markets;
-  $("#trading-state").textContent = o.trading.halted ? `Trading HALTED by operator: ${o.trading.reason || ""}` : `Engine indicators: ${o.indicators.join(", ")}`;
+  $("#trading-state").textContent = o.trading.halted ? `Trading HALTED by ${o.trading.holder || o.trading.by || "the operator"}: ${o.trading.reason || "no reason given"}` : `Engine indicators: ${o.indicators.join(", ")}`;
   const box = $("#charts");
   for (const m of markets) {
     const key = `${m.symbol} ${m.interval}`;
@@ -171,7 +172,8 @@ async function revoke(path) {
   loadAccess();
 }
 
-const loaders = { markets: loadMarkets, alerts: loadAlerts, notifications: loadNotifications, orders: loadOrders, health: loadHealth, access: loadAccess };
+const loadTrading = tradingPanel({ call, el, fillTable, when, $ });
+const loaders = { markets: loadMarkets, alerts: loadAlerts, notifications: loadNotifications, orders: loadOrders, health: loadHealth, trading: loadTrading, access: loadAccess };
 const visible = (page) => !$(`#page-${page}`).hidden;
 
 // --- forms -------------------------------------------------------------------------------
@@ -214,7 +216,7 @@ function live() {
   on("alerts", () => visible("alerts") && loadAlerts());
   on("notifications", () => { loadNotifications(); if (visible("alerts")) loadAlerts(); });
   on("orders", () => visible("orders") && loadOrders());
-  on("access", () => visible("access") && loadAccess());
+  on("access", () => { if (visible("access")) loadAccess(); if (visible("trading")) loadTrading(); });
   on("health", () => visible("health") && loadHealth());
   on("resync", () => { for (const m of markets) loadChart(m.symbol, m.interval); });
   on("bye", () => { es.close(); location.assign("/ui"); });

@@ -8,7 +8,14 @@ read.  The page cannot be framed (``frame-ancestors 'none'``) and runs no script
 
 The scopes the client asked for are checkboxes the operator may untick (:func:`.provider.consent_choices`
 says which are offered and pre-ticked); the page names the bare host the code will be sent
-to.  Passphrase attempts are limited per client address and globally (:mod:`.attempts`).
+to.  Passphrase attempts are limited per client address and globally (:mod:`.attempts`, the
+limiter the dashboard's sign-in shares).  A browser that gave the right passphrase before — here
+or at the dashboard's sign-in — carries a device cookie (dashboard/device_cookies.py, Path=/ so
+both pages receive it); the page's :class:`DeviceVerifier` checks it, and a valid one's attempts
+are limited per device instead, so a guesser on rotating addresses cannot keep the global budget
+spent and the operator from approving.  A right passphrase refreshes the cookie.  The verifier is
+given by the daemon (it reads the signing key from the database): this package does not know
+the dashboard.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import html
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlparse
 
 import structlog
@@ -31,6 +39,26 @@ from mcp_bridge.scopes import DESCRIPTIONS, TRADE
 log = structlog.get_logger(__name__)
 
 PassphraseHash = Callable[[], Awaitable[str | None]]
+
+
+class CheckedDevice(Protocol):
+    """A request's device cookie, checked (dashboard/device_cookies.py ``DeviceCheck``)."""
+
+    @property
+    def device(self) -> str | None:
+        """The verified device's id (None: no valid device cookie)."""
+        ...
+
+    def remember(self, response: Response) -> None:
+        """The passphrase was right: set a fresh device cookie on ``response``."""
+        ...
+
+
+class DeviceVerifier(Protocol):
+    """Checks the device cookie a consent POST carries (dashboard/device_cookies.py ``DeviceCookieJar``)."""
+
+    async def check(self, request: Request) -> CheckedDevice: ...
+
 
 _HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
@@ -170,11 +198,14 @@ class ConsentPage:
         passphrase_hash: PassphraseHash,
         *,
         attempts: PassphraseAttempts | None = None,
+        devices: DeviceVerifier | None = None,
         action: str = "/oauth/consent",
     ) -> None:
         self.provider = provider
         self.passphrase_hash = passphrase_hash
         self.attempts = attempts or PassphraseAttempts()
+        self.devices = devices
+        """None: no device cookies (every attempt an unknown client's)."""
         self.action = action
         self.own_origin = origin_of(provider.base_url)
 
@@ -212,10 +243,13 @@ class ConsentPage:
         if not ticked:
             return _page(found, request_id, self.action, "Tick at least one scope to approve, or Deny.", 400, ticked)
         ip = client_ip(request)
+        checked = await self.devices.check(request) if self.devices is not None else None
+        device = checked.device if checked is not None else None
         try:
-            attempt = self.attempts.begin(ip)
+            attempt = self.attempts.begin(ip, device)
         except TooManyAttempts as exc:
-            log.warning("oauth_consent_attempts_limited", ip=ip, everyone=exc.everyone)
+            carried = device is not None  # a valid device cookie, but the device on the untrusted list
+            log.warning("oauth_consent_attempts_limited", ip=ip, everyone=exc.everyone, device_cookie=carried)
             resp = _page(found, request_id, self.action, str(exc), 429, ticked)
             resp.headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
             return resp
@@ -232,10 +266,15 @@ class ConsentPage:
             )
         if not await check_passphrase_async(str(form.get("passphrase", "")), stored):
             self.attempts.failed(attempt)
-            log.warning("oauth_consent_wrong_passphrase", ip=ip)
+            log.warning("oauth_consent_wrong_passphrase", ip=ip, trusted_device=attempt.device is not None)
             return _page(found, request_id, self.action, "Wrong passphrase.", 401, ticked)
         self.attempts.succeeded(attempt)
         target = await self.provider.approve(request_id, ticked)
-        if target is None:
-            return _message("This authorization request was already answered.", 400)
-        return RedirectResponse(target, status_code=303)
+        resp = (
+            RedirectResponse(target, status_code=303)
+            if target is not None
+            else _message("This authorization request was already answered.", 400)
+        )
+        if checked is not None:
+            checked.remember(resp)  # the operator's browser: a fresh device cookie (a new one, or refreshed)
+        return resp

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
 from config.migrations import Migrations
 from config.postgres import PostgresDatabase, rowcount
-from mcp_bridge.oauth.store import CLIENTS_SQL, AccessRow, RefreshRow, client_entry
+from mcp_bridge.oauth.store import CLIENTS_SQL, AccessRow, RefreshRow, client_entry, grant_principal
+from mcp_bridge.revocation import Stopped, stop_principals
 from mcp_bridge.scopes import to_stored
 from mcp_bridge.tokens import hash_token
 
@@ -245,6 +247,8 @@ class PgOAuthStore:
             time.time(),
             row.expires_at,
         )
+        # a new grant (or a rotation of a live one): the principal may trade again (brokers/pg_suspensions.py)
+        await conn.execute("DELETE FROM revoked_principals WHERE principal = $1", row.principal)
 
     # --- refresh tokens --------------------------------------------------------------------
     async def refresh(self, token: str) -> RefreshRow | None:
@@ -281,8 +285,10 @@ class PgOAuthStore:
     async def clients(self) -> list[dict[str, Any]]:
         return [client_entry(r) for r in await self.db.fetch(CLIENTS_SQL)]
 
-    async def revoke_grant(self, client_id: str) -> None:
-        """Revoke every refresh and access token issued to ``client_id`` (every front refuses them next)."""
+    async def revoke_grant(self, client_id: str) -> Stopped:
+        """Revoke every refresh and access token issued to ``client_id`` (every front refuses them next),
+        and in the same transaction stop the grant's trading, schedules and alert actions
+        (mcp_bridge/revocation.py)."""
         now = time.time()
         async with self.db.transaction() as conn:
             await conn.execute(
@@ -295,23 +301,36 @@ class PgOAuthStore:
                 now,
                 client_id,
             )
+            return await stop_principals(conn, [grant_principal(client_id)], now)
 
-    async def revoke_access(self, token: str) -> None:
-        await self.db.execute(
-            "UPDATE access_tokens SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL",
-            time.time(),
-            hash_token(token),
-        )
+    async def revoke_access(self, token: str) -> Stopped:
+        """Revoke one access token; its principal is stopped only if no live credential is left."""
+        now = time.time()
+        async with self.db.transaction() as conn:
+            rows = await conn.fetch(
+                "UPDATE access_tokens SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL"
+                " RETURNING principal",
+                now,
+                hash_token(token),
+            )
+            return await stop_principals(conn, [r["principal"] for r in rows], now)
 
     # --- passphrase --------------------------------------------------------------------------
     async def passphrase_hash(self) -> str | None:
         value = await self.db.fetchval("SELECT hash FROM oauth_passphrase WHERE id = 1")
         return None if value is None else str(value)
 
-    async def set_passphrase_hash(self, value: str) -> None:
-        await self.db.execute(
-            "INSERT INTO oauth_passphrase (id, hash, set_at) VALUES (1, $1, $2)"
-            " ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, set_at = excluded.set_at",
-            value,
-            time.time(),
-        )
+    async def set_passphrase_hash(
+        self, value: str, *, also: Callable[[asyncpg.Connection], Awaitable[None]] | None = None
+    ) -> None:
+        """Store the passphrase's hash; ``also`` runs in the same transaction (the dashboard ends every
+        sign-in there: dashboard/pg_sessions.py ``end_every_sign_in``)."""
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO oauth_passphrase (id, hash, set_at) VALUES (1, $1, $2)"
+                " ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, set_at = excluded.set_at",
+                value,
+                time.time(),
+            )
+            if also is not None:
+                await also(conn)

@@ -42,7 +42,7 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import AccessRow, OAuthStore, RefreshRow
+from mcp_bridge.oauth.store import AccessRow, OAuthStore, RefreshRow, grant_principal
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import (
     ALERTS,
@@ -88,7 +88,7 @@ def _is_domain(host: str) -> bool:
 
 
 def principal_of(client_id: str) -> str:
-    return f"oauth:{client_id}"
+    return grant_principal(client_id)
 
 
 def _granted(stored: list[str]) -> list[str]:

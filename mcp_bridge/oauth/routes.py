@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.oauth.consent import ConsentPage, PassphraseHash, client_ip
+from mcp_bridge.oauth.consent import ConsentPage, DeviceVerifier, PassphraseHash, client_ip
 from mcp_bridge.oauth.provider import CONSENT_PATH, OAUTH_SCOPES, ChartgenOAuthProvider
 from mcp_bridge.rate_limit import IpLimiter
 from mcp_bridge.tokens import hash_token
@@ -137,8 +137,10 @@ def oauth_routes(
     *,
     limiter: IpLimiter | None = None,
     attempts: PassphraseAttempts | None = None,
+    devices: DeviceVerifier | None = None,
 ) -> list[BaseRoute]:
-    """Every OAuth route, ready to be added to the Starlette app."""
+    """Every OAuth route, ready to be added to the Starlette app; ``attempts`` and ``devices``: the
+    consent page's passphrase limiter and device-cookie verifier (:class:`.consent.ConsentPage`)."""
     limiter = limiter or IpLimiter(60, 60.0)
     base = provider.base_url
     sdk_routes = create_auth_routes(
@@ -162,7 +164,7 @@ def oauth_routes(
         scopes_supported=OAUTH_SCOPES,
         resource_name="chartgen",
     )
-    consent = ConsentPage(provider, passphrase_hash, attempts=attempts)
+    consent = ConsentPage(provider, passphrase_hash, attempts=attempts, devices=devices)
     routes.append(Route(CONSENT_PATH, endpoint=RateLimited(_asgi(consent), limiter), methods=["GET", "POST"]))
     return routes
 

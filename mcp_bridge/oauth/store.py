@@ -15,11 +15,16 @@ when there are too many (:meth:`OAuthStore.save_client`).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiosqlite
+
 from config.database import Database, Migrations
+from mcp_bridge.revocation import Stopped, stop_principals_in
 from mcp_bridge.scopes import to_stored
 from mcp_bridge.token_cache import signal_revocation
 from mcp_bridge.tokens import hash_token
@@ -111,6 +116,11 @@ def client_entry(r: Any) -> dict[str, Any]:
         "consented_at": r["consented_at"],
         "grants": int(r["grants"]),
     }
+
+
+def grant_principal(client_id: str) -> str:
+    """The principal every token of ``client_id``'s grant acts for (alerts survive a refresh)."""
+    return f"oauth:{client_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +300,8 @@ class OAuthStore:
                 row.expires_at,
             ),
         )
+        # a new grant (or a rotation of a live one): the principal may trade again (brokers/suspensions.py)
+        await tx.execute("DELETE FROM revoked_principals WHERE principal = ?", (row.principal,))
 
     async def refresh(self, token: str) -> RefreshRow | None:
         """An active (unused, unrevoked, unexpired) refresh token."""
@@ -327,37 +339,57 @@ class OAuthStore:
         rows = await self.db.fetchall(CLIENTS_SQL)
         return [client_entry(r) for r in rows]
 
-    async def revoke_grant(self, client_id: str) -> None:
-        """Revoke every refresh and access token issued to ``client_id``."""
+    async def revoke_grant(self, client_id: str) -> Stopped:
+        """Revoke every refresh and access token issued to ``client_id``, and in the same transaction
+        stop the grant's trading, schedules and alert actions (mcp_bridge/revocation.py)."""
         now = time.time()
-        async with self.db.transaction(durable=True) as tx:
-            await tx.execute(
+
+        def step(conn: sqlite3.Connection) -> Stopped:
+            conn.execute(
                 "UPDATE oauth_refresh_tokens SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL",
                 (now, client_id),
             )
-            await tx.execute(
+            conn.execute(
                 "UPDATE access_tokens SET revoked_at = ? WHERE kind = 'oauth' AND name = ? AND revoked_at IS NULL",
                 (now, client_id),
             )
-        signal_revocation(self.db.path)
+            return stop_principals_in(conn, [grant_principal(client_id)], now)
 
-    async def revoke_access(self, token: str) -> None:
-        async with self.db.transaction(durable=True) as tx:
-            await tx.execute(
-                "UPDATE access_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL",
-                (time.time(), hash_token(token)),
-            )
+        stopped = await self.db.run_transaction(step, durable=True)
         signal_revocation(self.db.path)
+        return stopped
+
+    async def revoke_access(self, token: str) -> Stopped:
+        """Revoke one access token (RFC 7009); its principal is stopped only if no live credential is left."""
+        now = time.time()
+
+        def step(conn: sqlite3.Connection) -> Stopped:
+            rows = conn.execute(
+                "UPDATE access_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL"
+                " RETURNING principal",
+                (now, hash_token(token)),
+            ).fetchall()
+            return stop_principals_in(conn, [r[0] for r in rows], now)
+
+        stopped = await self.db.run_transaction(step, durable=True)
+        signal_revocation(self.db.path)
+        return stopped
 
     # --- passphrase --------------------------------------------------------------------------
     async def passphrase_hash(self) -> str | None:
         row = await self.db.fetchone("SELECT hash FROM oauth_passphrase WHERE id = 1", ())
         return None if row is None else str(row["hash"])
 
-    async def set_passphrase_hash(self, value: str) -> None:
+    async def set_passphrase_hash(
+        self, value: str, *, also: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None
+    ) -> None:
+        """Store the passphrase's hash; ``also`` runs in the same transaction (the dashboard ends every
+        sign-in there: dashboard/sessions.py ``end_every_sign_in``)."""
         async with self.db.transaction(durable=True) as tx:
             await tx.execute(
                 "INSERT INTO oauth_passphrase (id, hash, set_at) VALUES (1, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, set_at = excluded.set_at",
                 (value, time.time()),
             )
+            if also is not None:
+                await also(tx)

@@ -9,7 +9,11 @@ request and its time (``binance:GET /api/v3/ticker/24hr?symbol=BTCUSDT@2026-11-2
 
 Failures are isError results whose text and structuredContent are
 ``{"tool_call_id": id, "error": {"code": CODE, "message": ...}}`` with the seed's codes
-(:class:`Code`), mapped from the daemon's own errors in :func:`agent_error_of`.
+(:class:`Code`), mapped from the daemon's own errors in :func:`agent_error_of`.  The published
+``outputSchema`` (:func:`output_schema_of`) declares both shapes — ``data`` or ``error``, exactly
+one — because clients that validate structuredContent against it (the MCP Inspector, the
+TypeScript SDK) check error results too (MCP 2025-06-18: structuredContent, when present, must
+conform to the outputSchema).
 
 Identical read calls (same tool, caller and arguments apart from ``tool_call_id``) are
 answered from a small in-process cache for the smaller of the tool's own ``cache_ttl_s`` and
@@ -101,6 +105,27 @@ class SourcedData(BaseModel):
 class Envelope(BaseModel, Generic[D]):
     tool_call_id: str
     data: D
+
+
+class ErrorBody(BaseModel):
+    """The ``error`` of a failed call (isError results)."""
+
+    code: Code
+    message: str = Field(description="What went wrong, naming the field or cause, and the fix")
+
+
+def output_schema_of(data: type[SourcedData]) -> dict[str, Any]:
+    """The outputSchema of an agent tool: ``{tool_call_id, data}`` for an answer, ``{tool_call_id, error}``
+    for an isError result — an object with exactly one of ``data`` and ``error``."""
+    envelope = Envelope[data].model_json_schema(mode="serialization")  # type: ignore[valid-type]
+    error = ErrorBody.model_json_schema(mode="serialization")
+    defs = {**envelope.pop("$defs", {}), **error.pop("$defs", {}), "ErrorBody": error}
+    envelope["properties"]["error"] = {"$ref": "#/$defs/ErrorBody", "description": "Only in an isError result"}
+    envelope["properties"]["data"]["description"] = "The answer (absent in an isError result)"
+    envelope["required"] = ["tool_call_id"]
+    envelope["oneOf"] = [{"required": ["data"]}, {"required": ["error"]}]
+    envelope["$defs"] = defs
+    return envelope
 
 
 @dataclass(slots=True)
@@ -254,7 +279,6 @@ def agent_unit(
                 log.info("agent_tool_refused", code=str(err.code))
             return error_result(call.id, err)
 
-    envelope = Envelope[data]  # type: ignore[valid-type]
     return ToolUnit(
         name=name,
         description=description,
@@ -263,5 +287,5 @@ def agent_unit(
         group=group,
         annotations=annotations,
         wire_schema=input_schema_of(args),
-        output_schema=envelope.model_json_schema(mode="serialization"),
+        output_schema=output_schema_of(data),
     )

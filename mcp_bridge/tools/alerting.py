@@ -18,11 +18,13 @@ from pydantic import InstanceOf
 from alerts.models import ALERT_KINDS
 from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
 from alerts.service import AlertService
+from config.channels import ANY_SUBSCRIBER
 from mcp_bridge.errors import ToolError
 from mcp_bridge.scopes import TRADE
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
 from mcp_bridge.tools.context import ToolResult
+from mcp_bridge.tools.schedules import refuse_stopped
 from mcp_bridge.tools.unit import NoArgs, OneIdArgs, ToolContext, ToolUnit, WireArgs
 
 
@@ -105,6 +107,8 @@ async def set_alert(ctx: ToolContext, args: SetAlertArgs) -> ToolResult:
             "lacks; create a token with it (chartgen token create NAME --scope charts,alerts,trade) or set the "
             "alert without action"
         )
+    if args.spec.order is not None:  # a suspended principal's alerts still work, without an action
+        await refuse_stopped(ctx, "set_alert with an action")
     return await _answer(_svc(ctx).set_alert_spec(ctx.require_principal(), args.spec))
 
 
@@ -120,8 +124,21 @@ async def get_notifications(ctx: ToolContext, args: GetNotificationsArgs) -> Too
     return await _answer(_svc(ctx).get_notifications(ctx.require_principal()))
 
 
+async def granting_names(ctx: ToolContext, principal: str, channels: tuple[str, ...]) -> frozenset[str]:
+    """The entries of the requested channels' ``subscribers`` that stand for ``principal`` — a token's id or
+    name, an OAuth client's id or name, or the principal itself (``TokenStore.principals_named``)."""
+    tokens = ctx.services.tokens
+    settings = _svc(ctx).channels
+    entries = {e for c in channels if c in settings for e in settings[c].subscribers if e != ANY_SUBSCRIBER}
+    if tokens is None:
+        return frozenset(e for e in entries if e == principal)
+    return frozenset([e for e in sorted(entries) if principal in await tokens.principals_named(e)])
+
+
 async def subscribe(ctx: ToolContext, args: SubscribeArgs) -> ToolResult:
-    return await _answer(_svc(ctx).subscribe_to(ctx.require_principal(), args.symbols, args.alert_types, args.channels))
+    principal = ctx.require_principal()
+    names = await granting_names(ctx, principal, args.channels) if args.channels else frozenset()
+    return await _answer(_svc(ctx).subscribe_to(principal, args.symbols, args.alert_types, args.channels, names))
 
 
 async def unsubscribe(ctx: ToolContext, args: UnsubscribeArgs) -> ToolResult:

@@ -24,7 +24,7 @@ from mcp_bridge.args import bool_arg, choice_arg, int_arg, interval_arg, pick, s
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.context import Services, ToolResult
-from mcp_bridge.tools.unit import ToolContext, ToolUnit, WireArgs
+from mcp_bridge.tools.unit import NoArgs, ToolContext, ToolUnit, WireArgs
 
 FORMATS = ("png", "summary", "both", "series")
 SOURCES = ("auto", "binance", "yahoo")
@@ -92,8 +92,11 @@ class GenerateChartArgs(WireArgs):
         return {"request": request}
 
 
-class ListIndicatorsArgs(WireArgs):
-    """list_indicators takes nothing (and, like chartgen, ignores what it is given)."""
+class ListIndicatorsArgs(NoArgs):
+    """list_indicators takes nothing; anything given is refused, naming it (chartgen ignored it:
+    docs/deviations.md)."""
+
+    TOOL = "list_indicators"
 
 
 class GetIndicatorsArgs(WireArgs):

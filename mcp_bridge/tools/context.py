@@ -13,10 +13,12 @@ from alerts.feed import NotificationFeed
 from alerts.push import PushHub
 from alerts.service import AlertService
 from brokers.halt import HaltState
+from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, Balance, OrderRequest
 from brokers.portfolio_view import Venue
 from brokers.schedules.service import ScheduleService
 from brokers.service import OrderService
+from brokers.suspensions import SuspensionService
 from brokers.trade_legs import LegDesk
 from brokers.trade_simulation import SimulatedAccount
 from engine.charts.service import ChartService
@@ -91,9 +93,11 @@ class HaltControl(Protocol):
 
     def note(self) -> str | None: ...
 
-    async def halt(self, *, reason: str | None, by: str, cancel_open: bool = False) -> dict[str, Any]: ...
+    async def halt(self, *, reason: str | None, by: HaltAuthority, cancel_open: bool = False) -> dict[str, Any]: ...
 
-    async def resume(self, *, by: str) -> dict[str, Any]: ...
+    async def resume(self, *, by: HaltAuthority) -> dict[str, Any]:
+        """Raises :class:`~brokers.halt_authority.HaltRefused` when ``by`` may not lift the halt."""
+        ...
 
 
 ENGINE_NOT_RUNNING = "Trading engine not running. Start with --trade to enable trading tools."
@@ -128,6 +132,9 @@ class Services:
     halt: HaltControl | None = None
     """The operator's halt switch (``--trade``: :mod:`brokers.halt_switch`; a cluster front:
     cluster/halt.py), or None."""
+    suspensions: SuspensionService | None = None
+    """The operator's per-principal trading suspensions (:mod:`brokers.suspensions`; ``--trade`` on a
+    single node, a cluster front's on PostgreSQL), or None when trading is off."""
     front_orders: OrderPlacer | None = None
     """A cluster front's place_order and cancel_order (cluster/front_orders.py), or None."""
     front_account: AccountReader | None = None

@@ -1,16 +1,19 @@
 """halt_trading: the operator's halt switch as a tool (``trade`` scope; docs/design.md §8).
 
 ``{"reason"?, "cancel_open"?: bool}`` halts: every order path refuses with "trading is halted by
-the operator" until resumed, and with ``cancel_open`` every open order and order list is
-cancelled before the answer returns (its result is in the answer).  ``{"resume": true}``
-resumes.  The answer is the halt state (halted, reason, by, since, the last cancel-open).
-The halt is recorded as by ``mcp:<principal>``; a call without a principal is refused.
+the operator" until resumed, and with ``cancel_open`` the caller's own open orders and order lists
+(every principal's for an ``admin`` token) are cancelled before the answer returns (its result is
+in the answer).  ``{"resume": true}`` resumes — only a halt the caller set itself, unless its token
+has ``admin`` (brokers/halt_authority.py); a refused resume names the holder and how to lift it.
+The answer is the halt state (halted, reason, by, holder_kind, lifted_by, since, the last
+cancel-open).  The halt is recorded as by ``mcp:<principal>``; a call without a principal is refused.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from brokers.halt_authority import HaltAuthority, HaltRefused
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
@@ -50,9 +53,12 @@ class HaltArgs(WireArgs):
 async def halt_trading(ctx: ToolContext, args: HaltArgs) -> ToolResult:
     halt = ctx.services.halt
     assert halt is not None  # the unit's `needs` answered "not running" before
-    by = f"mcp:{ctx.require_principal()}"
+    by = HaltAuthority.token(ctx.require_principal(), admin=ctx.admin)
     if args.resume:
-        return [text(await halt.resume(by=by))]
+        try:
+            return [text(await halt.resume(by=by))]
+        except HaltRefused as exc:
+            raise ToolError(str(exc)) from None
     return [text(await halt.halt(reason=args.reason, by=by, cancel_open=args.cancel_open))]
 
 

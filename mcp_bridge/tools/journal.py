@@ -3,7 +3,9 @@
 Both follow the agent convention (:mod:`mcp_bridge.tools.agent_calls`).  Events are stored
 per principal (:mod:`mcp_bridge.journal_store`), survive restarts and are visible only to
 the principal that logged them.  ``log_event`` is idempotent per ``tool_call_id``: a retried
-call answers with the event the first call wrote.
+call answers with the event the first call wrote.  The journal is bounded by count and bytes,
+oldest first out; ``get_events`` says in ``dropped`` how much of the caller's journal the limits
+removed, so a client never mistakes a pruned journal for a complete one.
 """
 
 from __future__ import annotations
@@ -70,9 +72,19 @@ class EventOut(BaseModel):
     tool_call_id: str
 
 
+class DroppedOut(BaseModel):
+    events: int = Field(description="How many of your oldest events the journal's limits removed")
+    bytes: int = Field(description="Their size in bytes (data as JSON plus tool_call_id)")
+    newest_logged_at: str | None = Field(description="When the newest removed event was logged: older is incomplete")
+    reason: str
+
+
 class GetEventsData(SourcedData):
     events: list[EventOut]
     count: int
+    dropped: DroppedOut | None = Field(
+        default=None, description="null: nothing of yours was removed; else what the size limits removed, oldest first"
+    )
 
 
 def _journal(ctx: ToolContext) -> Journal:
@@ -109,7 +121,8 @@ async def get_events(ctx: ToolContext, args: GetEventsArgs, call: AgentCall) -> 
         until=_ts(args.until),
         limit=args.limit,
     )
-    events = await _journal(ctx).events(principal, flt)
+    journal = _journal(ctx)
+    events = await journal.events(principal, flt)
     for e in events:
         call.cite(e.tool_call_id)
     out = [
@@ -123,7 +136,19 @@ async def get_events(ctx: ToolContext, args: GetEventsArgs, call: AgentCall) -> 
         )
         for e in events
     ]
-    return GetEventsData(events=out, count=len(out))
+    gone = await journal.dropped(principal)
+    dropped = None
+    if gone.events:
+        dropped = DroppedOut(
+            events=gone.events,
+            bytes=gone.bytes,
+            newest_logged_at=None if gone.newest_at is None else iso(gone.newest_at),
+            reason=(
+                "the journal keeps at most a number of events and bytes per principal and in all; the oldest go "
+                "first — log summaries and source_refs rather than bulk data"
+            ),
+        )
+    return GetEventsData(events=out, count=len(out), dropped=dropped)
 
 
 UNITS = (
@@ -134,7 +159,8 @@ UNITS = (
             "principal): event_type signal | suggestion | trade | error | alert, data (any JSON object up to 16 KiB "
             "— include the source_refs of the calls it rests on), severity low (default) | medium | high | critical. "
             "Returns event_id. Retrying with the same tool_call_id returns the first event instead of logging twice. "
-            "Each principal keeps its newest 100,000 events."
+            "Each principal keeps its newest 100,000 events within a byte budget (64 MiB by default); the "
+            "oldest go first and get_events reports what was dropped."
         ),
         args=LogEventArgs,
         data=LogEventData,
@@ -147,7 +173,8 @@ UNITS = (
         description=(
             "Read back your journal (log_event), newest first: filter by event_type (list), severity (list) or "
             "min_severity, since / until (ISO-8601 with offset), limit (default 100, at most 1000). source_refs "
-            "lists the tool_call_id of each log_event call returned."
+            "lists the tool_call_id of each log_event call returned. dropped (null when nothing was) says how "
+            "many of your oldest events the journal's size limits removed."
         ),
         args=GetEventsArgs,
         data=GetEventsData,

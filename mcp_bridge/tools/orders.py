@@ -15,6 +15,7 @@ principal (an unauthenticated HTTP caller) is refused.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -87,13 +88,21 @@ class CancelOrderArgs(WireArgs):
 
 class GetOrdersArgs(WireArgs):
     WIRE = ("filter",)
-    filter: Any
-    """"open" or "all" (the service words a bad value as chartgen does)."""
+    filter: str
+    """"open" or "all" (default "all", also for null; case-insensitive); anything else is refused (chartgen listed
+    every order for it: docs/deviations.md)."""
 
     @classmethod
     def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
         only("get_orders", raw, {"filter"})
-        return {"filter": raw.get("filter", "all")}
+        value = raw.get("filter")
+        value = "all" if value is None else value  # absent or null: the default
+        choice = value.strip().lower() if isinstance(value, str) else None
+        if choice not in ("open", "all"):
+            raise ToolError(
+                f'get_orders: filter must be "open" or "all" (default "all"); got {json.dumps(value, default=str)[:40]}'
+            )
+        return {"filter": choice}
 
 
 class AccountArgs(WireArgs):

@@ -5,6 +5,8 @@ its own schedules unless its token carries ``admin`` (the same :class:`~brokers.
 rule as orders); another's schedule answers exactly like an unknown one.  Input problems are
 isError results naming the field.  schedule_order's timing and order are read by the schedule
 service (:mod:`brokers.schedules.spec`), which also re-checks a stored schedule at start.
+A principal the operator suspended (or whose access was revoked) cannot create schedules
+(:func:`refuse_stopped`, also used by set_alert for an alert with an action).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from brokers.schedules.service import ScheduleService
+from brokers.suspensions import PrincipalStopped
+from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text
 from mcp_bridge.tools.context import ToolResult
@@ -52,7 +56,21 @@ async def _answer(op: Awaitable[Any]) -> ToolResult:
         return [text(await op)]
 
 
+async def refuse_stopped(ctx: ToolContext, what: str) -> None:
+    """Refuse to create ``what`` (a schedule, an alert's action) for a principal the operator suspended
+    or whose access was revoked (brokers/suspensions.py), in both modes; a suspensions table that
+    cannot be read refuses too.  No suspensions here (trading off): nothing could act on it anyway."""
+    suspensions = ctx.services.suspensions
+    if suspensions is None:
+        return
+    try:
+        await suspensions.refuse_stopped(ctx.principal, what)
+    except PrincipalStopped as exc:
+        raise ToolError(str(exc)) from None
+
+
 async def schedule_order(ctx: ToolContext, args: ScheduleOrderArgs) -> ToolResult:
+    await refuse_stopped(ctx, "schedule_order")
     return await _answer(_svc(ctx).create(ctx.principal, args.order))
 
 

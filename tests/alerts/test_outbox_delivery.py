@@ -106,17 +106,20 @@ async def receivers(clock: ManualClock) -> AsyncIterator[dict[str, Receiver]]:
             await r.close()
 
 
-def channels_for(receivers: dict[str, Receiver], timeout_s: float = 0.3) -> dict[str, object]:
+def channels_for(
+    receivers: dict[str, Receiver], timeout_s: float = 0.3, per_minute: int | None = 60_000
+) -> dict[str, object]:
+    """The channels of local receivers (loopback: ``allow_private_address``); ``per_minute`` high enough
+    that the rate never coalesces (None: each kind's default, as tests/alerts/test_channels_rate.py uses)."""
+    common: dict[str, Any] = {"timeout_s": timeout_s, "allow_private_address": True, "max_per_minute": per_minute}
     out: dict[str, object] = {}
     for name, r in receivers.items():
         if r.kind == "webhook":
-            out[name] = WebhookChannel(kind="webhook", url=r.url, secret=SECRET, timeout_s=timeout_s)
+            out[name] = WebhookChannel(kind="webhook", url=r.url, secret=SECRET, **common)
         elif r.kind == "telegram":
-            out[name] = TelegramChannel(
-                kind="telegram", api_url=r.url, bot_token="1:tok", chat_id="42", timeout_s=timeout_s
-            )
+            out[name] = TelegramChannel(kind="telegram", api_url=r.url, bot_token="1:tok", chat_id="42", **common)
         else:
-            out[name] = NtfyChannel(kind="ntfy", url=r.url, timeout_s=timeout_s)
+            out[name] = NtfyChannel(kind="ntfy", url=r.url, **common)
     return out
 
 

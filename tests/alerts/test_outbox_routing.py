@@ -1,6 +1,7 @@
 """Channel routing into the outbox: rows written in the firing transaction, per channel, exactly once;
 a principal's own channels follow its subscription's filters; an action's outcome reaches the
-undelivered rows; subscribe_notifications refuses a channel the operator did not configure."""
+undelivered rows; subscribe_notifications refuses a channel the operator did not configure or did not
+grant the principal (``subscribers``), and a stored subscription reaches no ungranted channel."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from alerts.outbox_store import ChannelRouting
 from alerts.requests import AlertInputError
 from alerts.service import AlertService
 from alerts.store import AlertStore
+from config.channels import NtfyChannel
 from config.database import Database
 
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone", "team"}), all_principals=("ops",))
@@ -113,15 +115,50 @@ class _Evaluator:
     active_count = 0
 
 
+def _channels(**subscribers: list[str]) -> dict[str, Any]:
+    return {
+        name: NtfyChannel(kind="ntfy", url=f"https://ntfy.example/{name}", subscribers=subscribers.get(name, []))
+        for name in ("ops", "phone", "team")
+    }
+
+
 async def test_subscribe_refuses_an_unknown_channel_and_names_the_known_ones(db: Database) -> None:
     store = AlertStore(db, routing=ROUTING)
-    service = AlertService(store, _Evaluator(), None, default_interval="1h", channels=ROUTING.known)  # type: ignore[arg-type]
+    service = AlertService(store, _Evaluator(), None, default_interval="1h", channels=_channels(phone=["a"]))  # type: ignore[arg-type]
     with pytest.raises(AlertInputError, match=r"channels: unknown channel\(s\) \['pager'\].*ops, phone, team"):
         await service.subscribe_to("a", None, None, ("pager",))
     answer = await service.subscribe_to("a", None, None, ("phone",))
     assert answer["channels"] == ["phone"]
     sub = await store.subscription("a")
     assert sub is not None and sub.channels == ("phone",)
+
+
+async def test_subscribe_refuses_a_channel_not_granted_and_names_the_setting(db: Database) -> None:
+    """Regression (issue 36): any principal could route its notifications to any configured channel."""
+    store = AlertStore(db, routing=ROUTING)
+    channels = _channels(phone=["alice-bot"], team=["*"])
+    service = AlertService(store, _Evaluator(), None, default_interval="1h", channels=channels)  # type: ignore[arg-type]
+    with pytest.raises(AlertInputError, match=r"'ops' is not granted.*channels\.ops\.subscribers"):
+        await service.subscribe_to("tok_b", None, None, ("ops",))
+    with pytest.raises(AlertInputError, match=r"'phone' is not granted.*channels\.phone\.subscribers"):
+        await service.subscribe_to("tok_b", None, None, ("team", "phone"))
+    assert await store.subscription("tok_b") is None
+    assert (await service.subscribe_to("tok_b", None, None, ("team",)))["channels"] == ["team"]  # "*"
+    granted = await service.subscribe_to("tok_a", None, None, ("phone",), names=frozenset({"alice-bot"}))
+    assert granted["channels"] == ["phone"]
+
+
+async def test_an_ungranted_channel_in_a_stored_subscription_gets_no_row(db: Database) -> None:
+    """Fail closed at firing time: a subscription stored before the grant was taken away reaches nothing."""
+    routing = ChannelRouting(
+        known=frozenset({"ops", "phone", "team"}), all_principals=("ops",), subscribable=frozenset({"team"})
+    )
+    store = AlertStore(db, routing=routing)
+    await store.subscribe(Subscription(principal="a", channels=("phone", "team")), time.time())
+    a = alert("a")
+    await store.insert(a)
+    await store.fire([firing(a)])
+    assert await rows(db) == [("ops", a.id, "a"), ("team", a.id, "a")]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

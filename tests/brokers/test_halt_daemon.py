@@ -233,3 +233,69 @@ async def _row(data: Path) -> dict[str, Any]:
         return {"halted_at": float(row[0]), "cancel_done_at": float(row[1])}
     finally:
         await db.close()
+
+
+async def test_halt_rights_through_the_daemon_the_cli_and_the_tool(tmp_path: Path) -> None:
+    """Issue 36: a ``trade`` token's cancel_open cancels its own orders only, it cannot resume the
+    operator's halt (the refusal names the holder and how to lift it), an admin token can; every
+    status surface names the holder."""
+    data = tmp_path / "data"
+    async with running_daemon(ARGS, data_dir=data, env=ENV) as daemon, aiohttp.ClientSession() as http:
+        assert daemon.sim_url is not None
+        sim = daemon.sim_url
+        async with http.post(f"{sim}/sim/v1/price", json={"symbol": "BTCUSDT", "price": "65000"}) as r:
+            assert r.status == 200
+        alice_token = await create_token(data, "alice", "charts,alerts,trade")
+        bob_token = await create_token(data, "bob", "charts,alerts,trade")
+        root_token = await create_token(data, "root", "admin")
+        async with (
+            mcp_client(daemon.mcp_url, alice_token) as alice,
+            mcp_client(daemon.mcp_url, bob_token) as bob,
+            mcp_client(daemon.mcp_url, root_token) as root,
+        ):
+            mine = [(await ok(alice, "place_order", order(i)))["order_id"] for i in range(2)]
+            theirs = [(await ok(bob, "place_order", order(10 + i)))["order_id"] for i in range(3)]
+            await ok(bob, "place_order", {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quantity": 0.01})
+            bobs_oco = (await ok(bob, "place_oco", oco(0)))["list_id"]
+            assert len(await sim_open(http, sim)) == 7
+
+            # alice's cancel-open: her two orders only; bob's orders and his OCO's legs stay on the exchange
+            answer = await ok(alice, "halt_trading", {"cancel_open": True, "reason": "mine"})
+            alice_by = answer["by"]
+            assert alice_by.startswith("mcp:tok_") and answer["holder_kind"] == "principal"
+            assert answer["cancel_open"]["orders_cancelled"] == 2 and answer["cancel_open"]["lists_cancelled"] == 0
+            open_now = await sim_open(http, sim)
+            assert not set(mine) & set(open_now) and set(theirs) <= set(open_now) and len(open_now) == 5
+            assert await sim_open_lists(http, sim) == [bobs_oco]
+            text = await refused(bob, "halt_trading", {"resume": True})  # bob cannot lift alice's halt
+            assert f"halted by token {alice_by}" in text and f"{alice_by} itself" in text
+            assert not (await ok(alice, "halt_trading", {"resume": True}))["halted"]  # she can
+
+            # the operator's halt: a trade token cannot lift it, an admin token can
+            code, out, err, _ = await trading(data, "halt", "--reason", "exchange incident")
+            assert code == 0, out + err
+            text = await refused(bob, "halt_trading", {"resume": True})
+            assert text.startswith("trading stays halted: it was halted by the operator (cli")
+            assert "chartgen trading resume" in text and "admin token" in text
+            kept = await ok(bob, "halt_trading", {"cancel_open": True, "reason": "me"})  # halting is allowed...
+            assert kept["by"].startswith("cli") and kept["reason"] == "exchange incident"  # ...the holder stays
+            assert "keeps holding it" in kept["note"] and kept["cancel_open"]["orders_cancelled"] == 3
+            assert await sim_open_lists(http, sim) == []  # bob's own OCO went with his cancel-open
+            text = await refused(bob, "halt_trading", {"resume": True})
+            assert "halted by the operator" in text
+            assert await refused(bob, "place_order", order(20)) == HALTED_MESSAGE
+            code, out, err, _ = await trading(data, "status")
+            assert code == 0 and "held by cli" in out and "(operator)" in out and "admin token" in out, out + err
+            status, _, _ = await surfaces(http, daemon)
+            assert status["trading"]["holder_kind"] == "operator" and status["trading"]["by"].startswith("cli")
+            assert "only the operator" in status["trading"]["lifted_by"]
+            resumed = await ok(root, "halt_trading", {"resume": True})
+            assert not resumed["halted"] and resumed["by"] is None
+            assert (await ok(bob, "place_order", order(21)))["status"] == "Open"
+
+            # the CLI lifts a token's halt
+            await ok(bob, "halt_trading", {})
+            code, out, err, _ = await trading(data, "resume")
+            assert code == 0 and "not halted" in out, out + err
+    log = (data / "trades.log").read_text()
+    assert "RESUME REFUSED for mcp:" in log and "halted by cli" in log

@@ -340,6 +340,7 @@ async def test_creation_checks_the_order_without_sending(rig: Rig) -> None:
 
 async def test_insufficient_balance_and_a_halt_are_refusals_written_to_trades_log() -> None:
     from brokers.halt import HaltStore
+    from brokers.halt_authority import HaltAuthority
 
     rig = await rig_on(":memory:", Clock(), SafetyLimits(max_order_notional=None, max_daily_notional=None))
     sid = (await rig.schedules.create("alice", {**BUY, "quantity": 1, "every": "1h"}))["schedule_id"]
@@ -349,7 +350,7 @@ async def test_insufficient_balance_and_a_halt_are_refusals_written_to_trades_lo
     assert await rig.schedules.fire(sid) == "refused"
     [short] = rig.audit.having("SCHEDULE-REFUSED")
     assert "insufficient" in short.lower()
-    await HaltStore(rig.db).halt(reason="test", by="cli", now=rig.clock.now)
+    await HaltStore(rig.db).halt(reason="test", by=HaltAuthority.operator("cli"), now=rig.clock.now)
     rig.clock.now += 3600
     assert await rig.schedules.fire(sid) == "refused"
     assert "trading is halted by the operator" in rig.audit.having("SCHEDULE-REFUSED")[-1]

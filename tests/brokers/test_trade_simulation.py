@@ -12,6 +12,7 @@ import pytest
 from brokers.commission import BINANCE_DEFAULT_FEE
 from brokers.guard import SafetyLimits
 from brokers.halt import HaltStore
+from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, Balance
 from brokers.order_store import OrderStore
 from brokers.portfolio_view import Pricer
@@ -161,6 +162,6 @@ async def test_risk_metrics_come_from_the_daily_closes_of_the_portfolio_after(or
 
 
 async def test_a_halt_refuses_every_leg_as_a_risk_limit(db: Database) -> None:
-    await HaltStore(db).halt(reason="test", by="cli", now=1.0)
+    await HaltStore(db).halt(reason="test", by=HaltAuthority.operator("cli"), now=1.0)
     out = await _sim(db, Account()).run([Leg("BTCUSDT", "BUY", D("0.01"))])
     assert out.legs[0].code == "RISK_LIMIT_EXCEEDED" and "halted" in (out.legs[0].message or "")

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from brokers.brackets import exit_request
+from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, OrderRequest
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused, SafetyLimits
@@ -121,7 +122,7 @@ async def test_while_halted_the_exit_waits_and_goes_out_after_the_resume(
     broker = await leader_broker(sim)
     exits = await _filled_entries(db, broker, ["mk-h1", "mk-h2"], "waiting")
     halt = ClusterHalt(db, ACCOUNT, wake_channel=INTENTS_CHANNEL)
-    await halt.halt(reason="test", by="mcp:alice")
+    await halt.halt(reason="test", by=HaltAuthority.token("alice", admin=False))
     leader = OrderLeader(db, broker, account=ACCOUNT, member_id="m", ttl_s=2.0)
     try:
         await leader.step()
@@ -135,7 +136,7 @@ async def test_while_halted_the_exit_waits_and_goes_out_after_the_resume(
             "ok": True,
             "list_id": exits[0].list_client_id,
         }
-        await halt.resume(by="mcp:alice")
+        await halt.resume(by=HaltAuthority.token("alice", admin=False))
         await leader.step()
         assert [(await _row(db, x.list_client_id))["state"] for x in exits] == ["void", "placed"]
         assert list(_lists_on_exchange(sim)) == [exits[1].list_client_id] and sim.exchange.requests[OCO_POSTS] == 1

@@ -117,7 +117,9 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
     assert code == 0, err
     token = token.strip()
     receiver = await Receiver("webhook", clock=time.time).start()
-    channels = json.dumps({"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec"}})
+    hook = {"kind": "webhook", "url": receiver.url, "secret": "whsec", "allow_private_address": True}
+    # "hook" is granted to the token named alice; "pager" to nobody (only notify_all_channels would reach it)
+    channels = json.dumps({"hook": hook | {"subscribers": ["alice"]}, "pager": hook})
     env = {
         "CHARTGEN_CHANNELS": channels,
         "CHARTGEN_POSTGRES_DSN": dsn,
@@ -152,6 +154,8 @@ async def test_two_fronts_share_tokens_alerts_and_notification_streams(
             mcp_client(b.mcp_url, token) as at_b,
         ):
             headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+            refused = await at_b.call_tool("subscribe_notifications", {"channels": ["pager"]})  # issue 36
+            assert refused.is_error and "channels.pager.subscribers" in refused.content[0].text
             assert await call(at_b, "subscribe_notifications", {"channels": ["hook"]}) == {
                 "status": "subscribed",
                 "symbols": None,

@@ -8,27 +8,37 @@ front's open event stream (``notifications``) and listed with its marker on the 
 ``bus = "nats"`` the workers' ticks reach the open page as ``tick`` events (on ``local``, none);
 the orders page shows the leader's mirror of the account (balances, the fills of an order placed
 through MCP); a session revoked at one front is refused at the other on its next request.
+
+A sign-in a guesser cannot block (issue 36 §4), across fronts: the device cookie issued at one front
+gets the operator in at the other while guessers spend that front's global budget (the signing key
+is the database's); ``chartgen dashboard link --cluster`` signs in at any front, once; and
+``chartgen passphrase set --cluster`` ends the sessions and device cookies at every front.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from yarl import URL
 
 from config.postgres import PostgresDatabase
 from dashboard.auth import COOKIE
+from dashboard.device_cookies import DEVICE_COOKIE
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES
 from tests.cluster.test_front import worker_alerts
-from tests.cluster.test_front_oauth import set_cluster_passphrase
+from tests.cluster.test_front_oauth import set_cluster_passphrase, start_front
+from tests.daemon.test_cli_state_options import chartgen
 from tests.dashboard.test_dashboard_access import csrf_of, sign_in
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
+from tests.dashboard.test_dashboard_sign_in import NEW_PASSPHRASE, from_address, spend_the_global_budget
+from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
@@ -183,3 +193,63 @@ async def _dashboard_at_two_fronts(
             await front.stop()
         await stop_leaders([leader])
         await workers.close()
+
+
+async def _cluster_passphrase(dsn: str, passphrase: str) -> None:
+    """``chartgen passphrase set --cluster`` with ``passphrase`` on stdin."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "daemon", "passphrase", "--cluster", "set",
+        env=clean_env({"CHARTGEN_POSTGRES_DSN": dsn}),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate((passphrase + "\n").encode())
+    assert proc.returncode == 0, err.decode()
+
+
+async def test_a_sign_in_at_one_front_cannot_be_blocked_at_another(
+    sim: Any, cluster: tuple[str, PostgresDatabase]
+) -> None:
+    dsn, _ = cluster
+    await set_cluster_passphrase(dsn)
+    fronts: list[DaemonProc] = []
+    try:
+        for _ in range(2):
+            fronts.append(await start_front(dsn, sim))
+        a, b = fronts
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with from_address("127.0.0.1", jar) as operator:
+            assert (await sign_in(operator, a.base)).status == 303
+            device = next(c.value for c in jar if c.key == DEVICE_COOKIE)
+        await spend_the_global_budget(b.base)  # B's own budget (each front counts its own)
+        async with from_address("127.0.0.31") as stranger:
+            assert (await sign_in(stranger, b.base)).status == 429
+        jar_b = aiohttp.CookieJar(unsafe=True)
+        async with from_address("127.0.0.1", jar_b) as operator:
+            operator.cookie_jar.update_cookies({DEVICE_COOKIE: device}, response_url=URL(b.base))
+            assert (await sign_in(operator, b.base)).status == 303, "A's device cookie must hold at B"
+            status, _ = await _get(operator, f"{b.base}/ui/api/access")
+            assert status == 200
+
+        # a link made on the command line signs in at any front, once
+        code, out, err = await chartgen("dashboard", "link", "--cluster", "--postgres-dsn", dsn, "--url", b.base)
+        assert code == 0, err
+        token = out.strip().split("token=", 1)[1]
+        async with from_address("127.0.0.1") as browser:
+            async with browser.get(f"{b.base}/ui/link?token={token}", allow_redirects=False) as r:
+                assert r.status == 303 and DEVICE_COOKIE in r.cookies
+            status, _ = await _get(browser, f"{a.base}/ui/api/access")
+            assert status == 200  # the link's session holds at A too
+            async with browser.get(f"{a.base}/ui/link?token={token}", allow_redirects=False) as r:
+                assert r.status == 400
+
+        # a new passphrase ends the sessions and device cookies at every front
+        await _cluster_passphrase(dsn, NEW_PASSPHRASE)
+        async with aiohttp.ClientSession(cookie_jar=jar_b) as operator:
+            for front in (a, b):
+                async with operator.get(f"{front.base}/ui/api/access") as r:
+                    assert r.status == 401, front.base
+            await spend_the_global_budget(b.base, first=40)
+            assert (await sign_in(operator, b.base, NEW_PASSPHRASE)).status == 429  # its device cookie is void
+    finally:
+        for front in fronts:
+            await front.stop()

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.halt import TradingHalted
+from brokers.halt_authority import HaltAuthority
 from brokers.models import OrderRequest
 from brokers.order_checks import LimitExceeded, OrderRefused, SafetyLimits
 from brokers.public_venue import PublicVenue
@@ -127,7 +128,7 @@ async def test_the_simulation_judges_with_the_leaders_published_guard_rails(desk
         await desk.simulation.evaluate(_order("0.001"), pending=Decimal(0))
     await _publish(desk.db, SafetyLimits())
     halt = ClusterHalt(desk.db, ACCOUNT, wake_channel=INTENTS_CHANNEL)
-    await halt.halt(reason="test", by="mcp:alice", cancel_open=False)
+    await halt.halt(reason="test", by=HaltAuthority.token("alice", admin=False), cancel_open=False)
     with pytest.raises(TradingHalted):
         await desk.simulation.evaluate(_order("0.001"), pending=Decimal(0))
     await halt.close()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from brokers.halt import HALTED_MESSAGE
+from brokers.halt_authority import HaltAuthority
 from brokers.models import OrderRejected, OrderRequest
 from brokers.order_args import OrderInputError
 from brokers.order_checks import OrderRefused, SafetyLimits
@@ -106,13 +107,14 @@ async def test_the_leader_applies_the_guard_rails_with_the_single_nodes_messages
 
 async def test_a_halt_at_a_front_stops_the_next_order_and_resume_lets_it_through(path: Path, sim: Any) -> None:
     await path.start_leader()
-    state = await path.halt.halt(reason="maintenance", by="mcp:alice")
+    state = await path.halt.halt(reason="maintenance", by=HaltAuthority.token("alice", admin=False))
     assert state["halted"] is True and state["reason"] == "maintenance"
     assert await refusal(path, order()) == HALTED_MESSAGE
     assert not exchange_orders(sim)
-    again = await path.halt.halt(reason="still", by="cli")
+    again = await path.halt.halt(reason="still", by=HaltAuthority.operator("dashboard"))
     assert again["since"] == state["since"], "a second halt keeps the first one's time"
-    resumed = await path.halt.resume(by="mcp:alice")
+    assert again["by"] == "dashboard" and again["holder_kind"] == "operator", "the operator takes the halt over"
+    resumed = await path.halt.resume(by=HaltAuthority.operator("dashboard"))
     assert resumed["halted"] is False
     placed = await path.front.place_parsed(order(), None, owner="alice")
     assert placed["status"] == "Filled" and exchange_orders(sim)[placed["order_id"]] == 1
@@ -129,7 +131,9 @@ async def test_cancel_open_is_carried_out_by_the_leader(path: Path, sim: Any) ->
         owner="alice",
     )
     assert resting["exchange_status"] == "NEW"
-    result = await path.halt.halt(reason="stop everything", by="mcp:alice", cancel_open=True)
+    result = await path.halt.halt(
+        reason="stop everything", by=HaltAuthority.token("alice", admin=False), cancel_open=True
+    )
     assert result["halted"] is True and result["cancel_pending"] is False
     assert result["cancel_open"]["orders_cancelled"] == 1 and result["cancel_open"]["failures"] == []
     statuses = {o.client_order_id: o.status for o in sim.exchange.account.orders.values()}
@@ -138,7 +142,7 @@ async def test_cancel_open_is_carried_out_by_the_leader(path: Path, sim: Any) ->
 
 async def test_a_cancel_open_without_a_leader_is_answered_pending(path: Path) -> None:
     path.halt.wait_s = 0.3
-    result = await path.halt.halt(reason=None, by="cli", cancel_open=True)
+    result = await path.halt.halt(reason=None, by=HaltAuthority.operator("cli"), cancel_open=True)
     assert result["halted"] is True and result["cancel_pending"] is True
     assert "has not carried it out" in result["cancel_open"]
 

@@ -1,8 +1,9 @@
 """Notification channels on a cluster: the outbox on PostgreSQL (alerts/pg_outbox.py) and its one
 deliverer at a time (daemon/cluster_channels.py).
 
-The single node's delivery tests (tests/alerts/test_outbox_delivery.py) run unchanged on the
-PostgreSQL outbox; here besides: rows are written by the firing transaction, once, with the owner's
+The single node's delivery tests (tests/alerts/test_outbox_delivery.py) and rate, digest and
+refusal tests (tests/alerts/test_channels_rate.py) run unchanged on the PostgreSQL outbox; here
+besides: rows are written by the firing transaction, once, with the owner's
 own channels when its subscription matches; an action's final outcome reaches the undelivered rows;
 two workers competing for the channel lease deliver each notification once between them; a holder
 that dies is replaced and nothing is lost; a holder past its lease's local deadline sends nothing."""
@@ -28,6 +29,14 @@ from config import Settings
 from config.channels import WebhookChannel
 from config.postgres import PostgresDatabase
 from daemon.cluster_channels import LEASE_NAME, ChannelDelivery
+from tests.alerts.test_channels_rate import (  # noqa: F401 - collected here with the PostgreSQL outbox
+    test_a_failed_digest_leaves_every_row_pending_then_marks_them_together,
+    test_a_flood_goes_as_digests_at_the_channel_rate_nothing_dropped_or_doubled,
+    test_a_private_address_is_refused_at_connect_unless_allowed,
+    test_a_redirect_fails_at_once_and_the_next_row_goes,
+    test_a_telegram_digest_fits_one_message,
+    test_another_principal_is_not_delayed_behind_a_flood,
+)
 from tests.alerts.test_outbox_delivery import (  # noqa: F401 - collected here with the PostgreSQL outbox
     FAILED_SQL,
     clock,
@@ -137,7 +146,16 @@ async def test_an_action_outcome_made_final_reaches_the_undelivered_rows(cluster
 
 def channel_settings(receiver: Receiver) -> Settings:
     return Settings(
-        channels={"ops": WebhookChannel(kind="webhook", url=receiver.url, secret="s", timeout_s=2.0)},
+        channels={
+            "ops": WebhookChannel(  # a rate that never coalesces: these tests are about the lease
+                kind="webhook",
+                url=receiver.url,
+                secret="s",
+                timeout_s=2.0,
+                allow_private_address=True,
+                max_per_minute=60_000,
+            )
+        },
         notify_all_channels=["ops"],
     )
 

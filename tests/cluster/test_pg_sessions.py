@@ -14,6 +14,9 @@ import pytest
 
 from config.database import Database
 from config.postgres import PostgresDatabase, StorageUnavailable
+from dashboard import pg_sessions
+from dashboard import sessions as sqlite_sessions
+from dashboard.device_cookies import device_of, issue_device_cookie
 from dashboard.pg_sessions import PG_SESSION_MIGRATIONS, PgSessionStore
 from dashboard.sessions import MIGRATIONS, TOUCH_EVERY_S, Session, Sessions, SessionStore
 
@@ -164,6 +167,72 @@ async def test_listeners_are_called_on_create_and_on_revoke(sessions: Fixture) -
     assert calls == ["changed", "changed"]
 
 
+async def end_every_sign_in(store: Sessions, now: float) -> None:
+    """What ``chartgen passphrase set`` runs in the passphrase's transaction, on either store."""
+    if isinstance(store, PgSessionStore):
+        async with store.db.transaction() as conn:
+            await pg_sessions.end_every_sign_in(conn, now)
+    else:
+        assert isinstance(store, SessionStore)
+        async with store.db.transaction() as tx:
+            await sqlite_sessions.end_every_sign_in(tx, now)
+
+
+async def test_a_passphrase_change_ends_every_session_device_cookie_and_link(sessions: Fixture) -> None:
+    store, clock = sessions.store, sessions.clock
+    state = await store.sign_in_state()
+    assert await store.sign_in_state() == state
+    cookie = issue_device_cookie(state)
+    secret, session = await store.create("127.0.0.1", "test", state.generation)
+    link = await store.create_link()
+    await end_every_sign_in(store, clock.now)
+    after = await store.sign_in_state()
+    assert after.generation == state.generation + 1 and device_of(cookie, after) is None
+    assert await store.verify(secret) is None and not await store.still_valid(session.id)
+    assert await store.active() == []
+    assert await store.redeem_link(link, "127.0.0.1", "test") is None
+    # a sign-in that read the generation before the change (its passphrase check raced it) is dead too
+    racing, _ = await store.create("127.0.0.1", "racing", state.generation)
+    assert await store.verify(racing) is None
+    fresh, _ = await store.create("127.0.0.1", "fresh")
+    assert await store.verify(fresh) is not None
+
+
+async def test_a_sign_in_link_works_once_and_only_within_its_validity(sessions: Fixture) -> None:
+    store, clock = sessions.store, sessions.clock
+    token = await store.create_link(valid_s=300)
+    redeemed = await store.redeem_link(token, "127.0.0.1", "test")
+    assert redeemed is not None and await store.verify(redeemed[0]) == redeemed[1]
+    assert await store.redeem_link(token, "127.0.0.1", "test") is None
+    late = await store.create_link(valid_s=300)
+    clock.now += 300
+    assert await store.redeem_link(late, "127.0.0.1", "test") is None
+    assert await store.redeem_link("made-up", "127.0.0.1", "test") is None
+
+
+async def test_a_device_cookie_and_a_link_from_one_front_hold_at_another(
+    cluster: tuple[str, PostgresDatabase],
+) -> None:
+    """The signing key is the database's, not a process's: both fronts read one, and a link made at one
+    front (or by ``chartgen dashboard link --cluster``) is redeemed at the other, once."""
+    dsn, pg = cluster
+    clock = Clock()
+    front_a = PgSessionStore(pg, idle_s=IDLE, max_s=MAX, clock=clock)
+    other_pool = await PostgresDatabase.open(dsn, min_size=1, max_size=2)
+    try:
+        front_b = PgSessionStore(other_pool, idle_s=IDLE, max_s=MAX, clock=clock)
+        state_a, state_b = await asyncio.gather(front_a.sign_in_state(), front_b.sign_in_state())
+        assert state_a == state_b
+        assert device_of(issue_device_cookie(state_a), await front_b.sign_in_state()) is not None
+        token = await front_a.create_link()
+        results = await asyncio.gather(*(f.redeem_link(token, "127.0.0.1", "t") for f in (front_a, front_b) * 3))
+        assert sum(r is not None for r in results) == 1  # single use across fronts, even at once
+        await end_every_sign_in(front_b, clock.now)
+        assert (await front_a.sign_in_state()).generation == state_a.generation + 1
+    finally:
+        await other_pool.close()
+
+
 async def test_a_session_signed_in_at_one_front_is_verified_and_revoked_at_another(
     cluster: tuple[str, PostgresDatabase],
 ) -> None:
@@ -215,6 +284,12 @@ async def test_postgres_away_neither_accepts_nor_signs_out_a_session() -> None:
                 await store.active()
             with pytest.raises(StorageUnavailable, match="session not revoked"):
                 await store.revoke(session.id)
+            with pytest.raises(StorageUnavailable, match="sign-in state not read"):
+                await store.sign_in_state()
+            with pytest.raises(StorageUnavailable, match="sign-in link not created"):
+                await store.create_link()
+            with pytest.raises(StorageUnavailable, match="sign-in link not used"):
+                await store.redeem_link("some-token", "127.0.0.1", "test")
             await asyncio.to_thread(server.start)
             assert await store.verify(secret) == session
             assert [s.id for s in await store.active()] == [session.id]

@@ -103,7 +103,7 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
     rng = random.Random(7)
     base = {s: float(p) for s, p in sim.exchange.start_prices()}
     receiver = await Receiver("webhook", clock=time.time).start()
-    channels = {"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec"}}
+    channels = {"hook": {"kind": "webhook", "url": receiver.url, "secret": "whsec", "allow_private_address": True}}
     workers = Workers(
         dsn,
         sim.url,
@@ -217,7 +217,7 @@ async def test_killed_workers_markets_move_and_alerts_fire_exactly_once(
         assert left == {a.id for a in alerts} - should
 
         async def delivered() -> set[str] | None:
-            keys = {r.key for r in receiver.requests if r.ok}
+            keys = set(receiver.delivered_ids())  # digests expanded: the channel's rate coalesces a burst
             return keys if keys >= should else None
 
         assert await until(delivered, DEADLINE_S) == should  # every fired alert's, none other

@@ -30,9 +30,9 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     dsn = await postgres.new_database()
     code, out, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)
     assert code == 0, err
-    assert "alerts v4" in out and "cluster_leases v1" in out and "cluster_orders v5" in out and "cluster_halt v1" in out
-    assert "cluster_account v4" in out and "journal v1" in out and "mcp_bridge.oauth v1" in out
-    assert "cluster_followed v1" in out and "dashboard v1" in out
+    assert "alerts v5" in out and "cluster_leases v1" in out and "cluster_orders v5" in out and "cluster_halt v3" in out
+    assert "cluster_account v4" in out and "journal v2" in out and "mcp_bridge.oauth v1" in out
+    assert "cluster_followed v1" in out and "dashboard v2" in out and "brokers.suspensions v1" in out
     code, _, err = await chartgen("cluster", "migrate", "--postgres-dsn", dsn)  # a second run changes nothing
     assert code == 0, err
 

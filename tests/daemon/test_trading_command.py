@@ -15,6 +15,7 @@ INVOCATIONS: dict[str, tuple[list[str], bytes | None]] = {
     "token": (["list"], None),
     "passphrase": (["set"], b"correct horse battery\n"),
     "oauth": (["list"], None),
+    "dashboard": (["link"], None),
     "trading": (["status"], None),
     "cluster": (["status"], None),
     "worker": ([], None),

@@ -1,5 +1,6 @@
 """log_event / get_events: the convention's shape, per-principal visibility, idempotent retries,
-filters, and events that survive a daemon restart (official SDK client over HTTP)."""
+filters, the byte limits (per principal and in all, oldest first out, reported by get_events),
+and events that survive a daemon restart (official SDK client over HTTP)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from config.database import Database
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
-from mcp_bridge.journal_store import Journal, JournalStore
+from mcp_bridge.journal_store import MIGRATIONS, EventFilter, Journal, JournalLimits, JournalStore, event_size
 from mcp_bridge.scopes import ALERTS, CHARTS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
@@ -29,9 +30,29 @@ def router_over(journal: Journal) -> ToolRouter:
     return ToolRouter(services)
 
 
+SMALL = JournalLimits(max_events_per_principal=1000, max_bytes_per_principal=10_000, max_bytes=25_000)
+"""Byte limits small enough for a test: three 3 KB events per principal, eight in all."""
+BLOB = {"blob": "x" * 2980}
+SIZE = event_size("a0", json.dumps(BLOB, separators=(",", ":")))  # 2,993 bytes
+
+
 @pytest.fixture
 def journal_router(db: Database) -> ToolRouter:
     return router_over(JournalStore(db, max_per_principal=5))
+
+
+@pytest.fixture
+def small_journal(db: Database) -> Journal:
+    return JournalStore(db, limits=SMALL)
+
+
+async def stored_bytes(journal: Journal, principals: list[str]) -> int:
+    """What the events still stored count against the limits (read back through the store)."""
+    total = 0
+    for p in principals:
+        for e in await journal.events(p, EventFilter(limit=1000)):
+            total += event_size(e.tool_call_id, json.dumps(e.data, separators=(",", ":"), sort_keys=True))
+    return total
 
 
 async def _call(router: ToolRouter, name: str, args: dict[str, Any], principal: str | None = "alice") -> Any:
@@ -92,6 +113,61 @@ async def test_filters_by_type_severity_and_the_newest_are_kept(journal_router: 
     assert [e["data"]["i"] for e in everything["data"]["events"]] == [5, 4, 3, 2, 1]
     _, future = await _call(router, "get_events", {"since": "2999-01-01T00:00:00Z"})
     assert future["data"]["events"] == []
+
+
+async def test_a_principal_over_its_byte_share_loses_its_oldest_events_and_is_told(small_journal: Journal) -> None:
+    router = router_over(small_journal)
+    _, clean = await _call(router, "get_events", {})
+    assert clean["data"]["dropped"] is None
+    for i in range(10):
+        await _call(router, "log_event", {"event_type": "signal", "data": BLOB, "tool_call_id": f"a{i}"})
+    # a retry of a kept event neither stores nor counts anything
+    err, again = await _call(router, "log_event", {"event_type": "signal", "data": BLOB, "tool_call_id": "a9"})
+    assert not err and again["data"]["duplicate"] is True
+    _, listed = await _call(router, "get_events", {})
+    assert [e["tool_call_id"] for e in listed["data"]["events"]] == ["a9", "a8", "a7"]
+    dropped = listed["data"]["dropped"]
+    assert dropped["events"] == 7 and dropped["bytes"] == 7 * SIZE
+    assert dropped["newest_logged_at"] <= listed["data"]["events"][-1]["logged_at"]
+    assert "oldest" in dropped["reason"]
+    assert await stored_bytes(small_journal, ["alice"]) == 3 * SIZE <= SMALL.max_bytes_per_principal
+
+
+async def test_the_whole_journal_over_its_bytes_drops_everyone_s_oldest_first(small_journal: Journal) -> None:
+    router = router_over(small_journal)
+    for who in ("alice", "bob", "carol"):
+        for i in range(3):
+            await _call(router, "log_event", {"event_type": "trade", "data": BLOB, "tool_call_id": f"{who[0]}{i}"}, who)
+    # nine events of 2,993 bytes pass 25,000: the oldest of all (alice's first) went
+    _, alice = await _call(router, "get_events", {}, "alice")
+    assert [e["tool_call_id"] for e in alice["data"]["events"]] == ["a2", "a1"]
+    assert alice["data"]["dropped"]["events"] == 1
+    for who in ("bob", "carol"):
+        _, theirs = await _call(router, "get_events", {}, who)
+        assert theirs["data"]["count"] == 3 and theirs["data"]["dropped"] is None
+    assert await stored_bytes(small_journal, ["alice", "bob", "carol"]) == 8 * SIZE <= SMALL.max_bytes
+
+
+async def test_migration_2_counts_the_events_a_v1_journal_already_holds(tmp_path: Path) -> None:
+    v1 = type(MIGRATIONS)(MIGRATIONS.package, MIGRATIONS.steps[:1])
+    db = await Database.open(tmp_path / "old.db")
+    try:
+        await db.migrate([v1])
+        for i in range(4):
+            await db.execute(
+                "INSERT INTO journal_events (event_id, principal, tool_call_id, event_type, severity, data, at)"
+                " VALUES (?, 'alice', ?, 'signal', 'low', ?, ?)",
+                (f"evt_{i}", f"a{i}", json.dumps(BLOB, separators=(",", ":")), 1000.0 + i),
+            )
+        await db.migrate([MIGRATIONS])
+        journal = JournalStore(db, limits=SMALL)
+        await journal.log("alice", "a4", "signal", "low", BLOB)  # 5 × 2,993 > 10,000: the two oldest go
+        kept = await journal.events("alice", EventFilter())
+        assert [e.tool_call_id for e in kept] == ["a4", "a3", "a2"]
+        gone = await journal.dropped("alice")
+        assert (gone.events, gone.bytes, gone.newest_at) == (2, 2 * SIZE, 1001.0)
+    finally:
+        await db.close()
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,13 @@ Approve button, with JavaScript switched off (the consent page must work without
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
+import aiohttp
 import httpx2
 import pytest
 from aiohttp import web
@@ -43,6 +46,7 @@ class Callback:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/callback", self._handle)
+        app.router.add_get("/start", self._start)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -54,6 +58,13 @@ class Callback:
         if not self.received.done():
             self.received.set_result(parse_qs(request.query_string))
         return web.Response(text="Authorized; you can close this window.", content_type="text/plain")
+
+    start_target = ""
+    """Where ``/start``'s one link goes (a client's page sending the browser to /authorize, cross-site)."""
+
+    async def _start(self, request: web.Request) -> web.Response:
+        link = f'<a id="go" href="{html.escape(self.start_target)}">Connect chartgen</a>'
+        return web.Response(text=link, content_type="text/html")
 
     async def close(self) -> None:
         if self.runner is not None:
@@ -202,5 +213,94 @@ async def test_consent_flow_in_headless_chromium(daemon: DaemonProc, tmp_path: P
             )
             assert call.status_code == 200, call.text
             assert "result" in call.text and "rsi" in call.text
+    finally:
+        await callback.close()
+
+
+def approve(driver: webdriver.Chrome, callback_url: str) -> str:
+    """On the consent page: type the passphrase, click Approve; the URL the browser ends at (the
+    callback's, or the consent page with its refusal)."""
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "passphrase"))).send_keys(PASSPHRASE)
+    driver.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
+    wait.until(lambda d: callback_url in d.current_url or "Too many" in d.find_element(By.TAG_NAME, "body").text)
+    return driver.current_url if callback_url in driver.current_url else driver.find_element(By.TAG_NAME, "body").text
+
+
+def consent_twice(driver: webdriver.Chrome, base: str, first_url: str, start_url: str, callback_url: str,
+                  spend: Any) -> list[Any]:  # fmt: skip
+    """Approve once (the device cookie set), let ``spend`` spend the global budget, then reach the
+    consent page from the client's page by a link (cross-site) and approve again."""
+    seen: list[Any] = []
+    driver.get(first_url)
+    seen.append(approve(driver, callback_url))
+    driver.get(f"{base}/.well-known/oauth-authorization-server")  # the daemon's origin: its cookies readable
+    seen.append(driver.get_cookie("chartgen_device"))
+    spend()
+    driver.get(start_url)
+    driver.find_element(By.ID, "go").click()
+    seen.append(approve(driver, callback_url))
+    return seen
+
+
+async def test_a_device_cookie_is_sent_with_a_consent_reached_from_a_cross_site_link(
+    daemon: DaemonProc, tmp_path: Path
+) -> None:
+    """SameSite=Strict holds for the consent form: the page is reached by a cross-site navigation
+    from the client (its link to /authorize, then a redirect), but the form's POST is same-origin, so
+    Chromium sends the device cookie the first approval set — and with the global budget spent by
+    other addresses, that cookie is what gets the second approval checked."""
+    binary, driver_path = chromium()
+    callback = Callback()
+    await callback.start()
+    loop = asyncio.get_running_loop()
+    try:
+        async with httpx2.AsyncClient() as http:
+            base = daemon.base
+            reg = await http.post(
+                f"{base}/register",
+                json={"redirect_uris": [callback.url], "client_name": "Cross-site Client",
+                      "token_endpoint_auth_method": "none"},
+            )  # fmt: skip
+            assert reg.status_code == 201, reg.text
+
+            def authorize_url(state: str) -> str:
+                _, challenge = pkce()
+                return f"{base}/authorize?" + urlencode(
+                    {"response_type": "code", "client_id": reg.json()["client_id"], "redirect_uri": callback.url,
+                     "code_challenge": challenge, "code_challenge_method": "S256", "state": state}
+                )  # fmt: skip
+
+            guessed = (await http.get(authorize_url("guessed"))).headers["location"]
+            callback.start_target = authorize_url("second")
+
+        async def spend_the_global_budget() -> None:
+            request_id = guessed.split("request=")[1]
+            for n in range(1, 12):
+                connector = aiohttp.TCPConnector(local_addr=(f"127.0.6.{n}", 0), force_close=True)
+                async with aiohttp.ClientSession(connector=connector) as guesser:
+                    form = {"request": request_id, "passphrase": "wrong", "decision": "approve", "scope": "charts"}
+                    async with guesser.post(guessed.split("?")[0], data=form, allow_redirects=False) as r:
+                        if r.status == 429:
+                            assert "on this server" in await r.text()
+                            return
+                        assert r.status == 401
+            raise AssertionError("the global budget was never spent")
+
+        def spend() -> None:
+            asyncio.run_coroutine_threadsafe(spend_the_global_budget(), loop).result(60)
+
+        start_url = callback.url.replace("/callback", "/start")
+        driver = await asyncio.to_thread(browser, binary, driver_path, tmp_path / "chromium-profile")
+        try:
+            first, cookie, second = await asyncio.to_thread(
+                consent_twice, driver, base, authorize_url("first"), start_url, callback.url, spend
+            )
+        finally:
+            await asyncio.to_thread(driver.quit)
+        assert "code=" in first and "state=first" in first, first
+        assert cookie is not None and cookie["path"] == "/" and cookie["httpOnly"], cookie
+        assert cookie["sameSite"] == "Strict", cookie
+        assert "code=" in second and "state=second" in second, second  # before: "Too many wrong passphrases"
     finally:
         await callback.close()

@@ -1,5 +1,6 @@
 """schedule_order, list_schedules and cancel_schedule through the tool router: answers, ownership,
-the trade scope, and a fuzz of schedule_order's arguments that never yields an internal error."""
+the trade scope, the per-order limit failing closed when no price can be read, and a fuzz of
+schedule_order's arguments that never yields an internal error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from brokers.models import BrokerError
+from brokers.order_checks import SafetyLimits
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.scopes import TOOL_SCOPES, TRADE
@@ -19,7 +22,7 @@ from mcp_bridge.server import ToolRouter
 from mcp_bridge.tool_specs import TOOLS
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import TOOL_NAMES
-from tests.brokers.test_schedules import BUY, Clock, Rig, rig_on
+from tests.brokers.test_schedules import BUY, Clock, D, Rig, rig_on
 from tests.support.strategies import json_values
 
 RUNNER = asyncio.Runner()
@@ -83,6 +86,38 @@ def test_schedule_list_and_cancel_act_on_the_callers_own_schedules() -> None:
     assert "cron field 'hour' (2nd): 25 is out of range 0-23" in error("schedule_order", {**BUY, "cron": "0 25 * * *"})
     assert "takes only schedule_id" in error("cancel_schedule", {"schedule_id": sid, "x": 1})
     assert "takes no arguments" in error("list_schedules", {"mine": True})
+
+
+async def test_schedule_order_is_refused_when_no_price_can_value_it_against_the_per_order_limit() -> None:
+    """0.05 BTC (~3,260 USDT) was accepted over a 1,000 per-order limit while no price could be read;
+    set_alert with an action refuses in that case, and so does schedule_order now, naming why and the fix."""
+    rig = await rig_on(":memory:", Clock(), SafetyLimits(max_order_notional=D(1000)))
+    try:
+
+        async def no_ticker(symbol: str) -> Any:
+            raise BrokerError("GET /api/v3/ticker/price: connection refused")
+
+        rig.orders.guard._ticker = no_ticker  # the exchange's market data is away; the engine has no price
+        services = Services(charts=ChartService(None, InlineRenderer()), orders=rig.orders, engine=object())
+        services.schedules = rig.schedules
+        router = ToolRouter(services)
+        big = {**BUY, "quantity": 0.05, "every": "1h"}
+        result = await router.call("schedule_order", big, principal="alice", scopes=frozenset({TRADE}))
+        assert result.is_error, result.content[0].text
+        text = result.content[0].text
+        assert "per-order limit 1000" in text and "no price for BTCUSDT" in text and "connection refused" in text
+        assert "retry when market data is back" in text
+        # valued without a price: a quote quantity over the limit is refused, one within it accepted
+        over = {"symbol": "BTCUSDT", "side": "buy", "type": "market", "quote_quantity": 1500, "every": "1h"}
+        result = await router.call("schedule_order", over, principal="alice", scopes=frozenset({TRADE}))
+        assert result.is_error and "exceeds the per-order limit 1000" in result.content[0].text
+        within = {**over, "quote_quantity": 500}
+        result = await router.call("schedule_order", within, principal="alice", scopes=frozenset({TRADE}))
+        assert not result.is_error, result.content[0].text
+        listed = await router.call("list_schedules", {}, principal="alice", scopes=frozenset({TRADE}))
+        assert len(json.loads(listed.content[0].text)) == 1  # only the one within the limit was created
+    finally:
+        await rig.db.close()
 
 
 timing_values = st.one_of(

@@ -2,7 +2,7 @@
 
 Each records every request (headers, body, the receiver's clock) and can misbehave on purpose:
 answer 5xx, stall until the client gives up, answer 429 with ``Retry-After`` (Telegram: its JSON
-``retry_after``), or be down (listening socket closed, reopened later on the same port).  With
+``retry_after``), redirect (302), or be down (listening socket closed, reopened later on the same port).  With
 ``chaos`` set, each request misbehaves with that probability (seeded RNG), so a run is repeatable.
 """
 
@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 Kind = Literal["webhook", "telegram", "ntfy"]
+REDIRECT_TO = "http://elsewhere.example/moved"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,7 @@ class Receiver:
     down_until: float | None = None
     """While the clock is before this, every request fails with 503 (the manual-clock outage)."""
     forced: list[str] = field(default_factory=list)
-    """Behaviours for the next requests, in order ("fail", "stall", "429"), before any chaos."""
+    """Behaviours for the next requests, in order ("fail", "stall", "429", "redirect"), before any chaos."""
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -94,6 +95,23 @@ class Receiver:
     def delivered(self) -> list[Received]:
         return [r for r in self.requests if r.ok]
 
+    def covered(self, request: Received) -> list[str]:
+        """The notification ids one request carried: one, or a digest's (webhook JSON; text: its "id" lines)."""
+        if self.kind == "webhook":
+            frame = orjson.loads(request.body)
+            if frame.get("method") == "notifications/alerts_digest":
+                return [n["alert_id"] for n in frame["params"]["notifications"]]
+            return [frame["params"]["alert_id"]]
+        text = orjson.loads(request.body)["text"] if self.kind == "telegram" else request.body.decode()
+        lines = text.split("\n")
+        if " more alerts fired" in lines[0]:
+            return [line.rsplit(" id ", 1)[1] for line in lines[1:]]
+        return [lines[-1].removeprefix("id: ")]
+
+    def delivered_ids(self) -> list[str]:
+        """Every notification id of every delivered request, in the order received (digests expanded)."""
+        return [i for r in self.delivered() for i in self.covered(r)]
+
     def first_delivery_order(self) -> list[str]:
         """Idempotency keys in the order each was first delivered."""
         seen: dict[str, None] = {}
@@ -120,6 +138,8 @@ class Receiver:
             await self._closing.wait()  # the client gives up first; released when the receiver closes
         if behaviour == "fail":
             return web.Response(status=503, text="unavailable")
+        if behaviour == "redirect":
+            return web.Response(status=302, headers={"Location": REDIRECT_TO}, text="moved")
         if behaviour == "429":
             if self.kind == "telegram":
                 answer: dict[str, Any] = {
@@ -139,9 +159,22 @@ class Receiver:
         return web.Response(status=204)
 
 
-def channel_table(name: str, receiver: Receiver, *, timeout_s: float = 2.0, secret: str = "whsec-test") -> str:
-    """The ``[channels.NAME]`` TOML table pointing at ``receiver``."""
+def channel_table(
+    name: str,
+    receiver: Receiver,
+    *,
+    timeout_s: float = 2.0,
+    secret: str = "whsec-test",
+    max_per_minute: int | None = None,
+    subscribers: list[str] | None = None,
+) -> str:
+    """The ``[channels.NAME]`` TOML table pointing at ``receiver`` (on loopback: ``allow_private_address``)."""
     lines = [f"[channels.{name}]", f'kind = "{receiver.kind}"', f"timeout_s = {timeout_s}"]
+    lines.append("allow_private_address = true")
+    if max_per_minute is not None:
+        lines.append(f"max_per_minute = {max_per_minute}")
+    if subscribers is not None:
+        lines.append("subscribers = [" + ", ".join(f'"{s}"' for s in subscribers) + "]")
     if receiver.kind == "webhook":
         lines += [f'url = "{receiver.url}"', f'secret = "{secret}"']
     elif receiver.kind == "telegram":
