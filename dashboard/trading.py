@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -70,6 +70,20 @@ def _invalid(exc: ValidationError) -> str:
     if err["type"] == "extra_forbidden":
         return f"{field}: not a field of this request; send only the documented fields (docs/dashboard.md)"
     return f"{field}: {err['msg']}"
+
+
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
+async def _read_body(request: Request, model: type[BodyT]) -> BodyT | Response:
+    """The request's JSON body as ``model``, or the 400 answer naming the field and the fix."""
+    body = await json_body(request)
+    if isinstance(body, Response):
+        return body
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        return bad(400, _invalid(exc))
 
 
 @contextlib.contextmanager
@@ -177,13 +191,9 @@ async def halt(request: Request, deps: DashboardDeps, session: Session) -> Respo
     switch = deps.services.halt
     if switch is None:
         return bad(409, NOT_TRADING)
-    body = await json_body(request)
-    if isinstance(body, Response):
-        return body
-    try:
-        args = HaltBody.model_validate(body)
-    except ValidationError as exc:
-        return bad(400, _invalid(exc))
+    args = await _read_body(request, HaltBody)
+    if isinstance(args, Response):
+        return args
     with _reachable("trading not halted"):
         state = await switch.halt(reason=args.reason, by=OPERATOR_HALT, cancel_open=args.cancel_open)
     return ok({"halt": _halt_view(state)})
@@ -207,13 +217,9 @@ async def suspend(request: Request, deps: DashboardDeps, session: Session) -> Re
     svc = deps.services.suspensions
     if svc is None:
         return bad(409, NO_SUSPENSIONS)
-    body = await json_body(request)
-    if isinstance(body, Response):
-        return body
-    try:
-        args = SuspendBody.model_validate(body)
-    except ValidationError as exc:
-        return bad(400, _invalid(exc))
+    args = await _read_body(request, SuspendBody)
+    if isinstance(args, Response):
+        return args
     if args.principal not in await _principals(deps):
         return bad(
             404,
