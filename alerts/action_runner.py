@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from alerts.action_store import ActionOutcomes, PlannedAction
+from alerts.action_store import OutcomeLog, PlannedAction
 from alerts.actions import ActionExecutor, ActionRefused, action_client_id, refused_outcome
 from alerts.feed import NotificationFeed
 from alerts.models import Alert, notification_payload
@@ -48,7 +48,7 @@ class ActionRunner:
     def __init__(
         self,
         executor: ActionExecutor,
-        outcomes: ActionOutcomes,
+        outcomes: OutcomeLog,
         hub: PushHub,
         audit: AuditWriter | None = None,
         *,

@@ -13,14 +13,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from alerts.actions import ActionRefused, pending_outcome, refused_outcome
 from alerts.models import Alert
 from alerts.outbox_store import set_action_in
-from config.database import Database
+from storage import Database
 
 CommitAction = Callable[[sqlite3.Connection, Any], None]
 
@@ -104,6 +104,15 @@ class UpdatedFrame:
     principal: str
     seq: int
     data: str
+
+
+class OutcomeLog(Protocol):
+    """What an :class:`~alerts.action_runner.ActionRunner` writes outcomes to: :class:`ActionOutcomes`
+    (SQLite) or :class:`~alerts.pg_actions.PgActionOutcomes` (PostgreSQL, whose ``record`` returns None)."""
+
+    async def pending(self) -> list[tuple[str, str]]: ...
+
+    async def record(self, alert_id: str, outcome: dict[str, Any]) -> UpdatedFrame | None: ...
 
 
 class ActionOutcomes:

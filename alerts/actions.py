@@ -26,8 +26,8 @@ the notification and in trades.log and is not retried.
 from __future__ import annotations
 
 import base64
-import sqlite3
 import uuid
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 ACTION_PREFIX = "cg-a-"
@@ -84,8 +84,11 @@ class ActionExecutor(Protocol):
         """Undo :meth:`reserve` (the transaction failed or the alert had already fired)."""
         ...
 
-    def commit_in(self, conn: sqlite3.Connection, token: Any) -> None:
-        """Inside the firing transaction: daily limit, halt flag, record the intent; raises ActionRefused."""
+    def commit_in(self, conn: Any, token: Any) -> Awaitable[None] | None:
+        """Inside the firing transaction: daily limit, halt flag, record the intent; raises ActionRefused.
+
+        SQLite's store calls it on its ``sqlite3.Connection`` (a plain function, returning None);
+        PostgreSQL's awaits it on its ``asyncpg.Connection`` (a coroutine function)."""
         ...
 
     async def send(self, token: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
+from alerts.repository import AlertRepository
 from alerts.store import AlertStore
 from alerts.trades_line import trades_line
 
@@ -62,8 +63,10 @@ _UNLOGGED = (
 class AlertAuditLog:
     """Writes the trades.log lines of fired alerts not yet logged, in coalesced passes."""
 
-    def __init__(self, store: AlertStore, write: AuditWriter | None) -> None:
+    def __init__(self, store: AlertRepository, write: AuditWriter | None) -> None:
         self.store = store
+        """The evaluator's store; the lines are read from SQLite's ``alert_events``, so a writer is only
+        given with the single-node :class:`AlertStore` (a cluster worker passes none)."""
         self._write = write
         self._due = asyncio.Event()
 
@@ -96,7 +99,7 @@ class AlertAuditLog:
 
     async def unlogged(self, limit: int = 10_000) -> list[AuditEntry]:
         """Fired alerts whose trades.log line is not written yet, in the order they were committed."""
-        rows = await self.store.db.fetchall(_UNLOGGED, (limit,))
+        rows = await self._sqlite().db.fetchall(_UNLOGGED, (limit,))
         return [AuditEntry(r[0], int(r[1]), trades_line(r[0], float(r[2]), *r[3:])) for r in rows]
 
     async def mark_logged(self, rowid: int) -> None:
@@ -105,4 +108,10 @@ class AlertAuditLog:
         def mark(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE alert_counters SET value = ? WHERE name = ? AND value < ?", (rowid, _MARK, rowid))
 
-        await self.store.db.run_transaction_on_loop(mark)
+        await self._sqlite().db.run_transaction_on_loop(mark)
+
+    def _sqlite(self) -> AlertStore:
+        store = self.store
+        if not isinstance(store, AlertStore):
+            raise TypeError(f"the trades.log audit reads SQLite's alert_events; {type(store).__name__} has none")
+        return store

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.database import Database
-from config.postgres import PostgresDatabase
+from storage import Database, PostgresDatabase
 
 _COLUMNS = (
     "SELECT e.alert_id, e.principal, e.at, e.value, e.bar_time, e.record, a.outcome AS action"

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 AlertKind = Literal["price_above", "price_below", "indicator_signal"]
 ALERT_KINDS: tuple[str, ...] = ("price_above", "price_below", "indicator_signal")
+
+
 Trigger = Literal["touch", "close"]
+
+
+def is_alert_kind(kind: str) -> TypeGuard[AlertKind]:
+    """Whether ``kind`` is one of :data:`ALERT_KINDS` (an :data:`AlertKind` to the type checker)."""
+    return kind in ALERT_KINDS
 
 
 def rfc3339(ts: float) -> str:

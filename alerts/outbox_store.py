@@ -23,7 +23,7 @@ import orjson
 
 from alerts.models import Alert, Firing, Subscription, push_frame
 from config import Settings
-from config.database import Database
+from storage import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,12 @@ class OutboxRow:
     principal: str
     payload: str
     created_at: float
+
+
+class ByName(Protocol):
+    """A database row read by column name: an SQLite ``sqlite3.Row`` or an asyncpg ``Record``."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 class FiredAlert(Protocol):
@@ -148,7 +154,7 @@ class ChannelCounts:
     oldest_pending_at: float | None = None
 
 
-def delivery_of(r: Mapping[str, Any]) -> Delivery:
+def delivery_of(r: ByName) -> Delivery:
     """An outbox row (``HEAD_COLUMNS``) as the sender reads it."""
     return Delivery(
         int(r["id"]),
@@ -194,7 +200,7 @@ each head read O(backlog): 10,000 queued notifications took 5.8 s to deliver ins
 COUNTS_SQL = "SELECT channel, state, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox GROUP BY channel, state"
 
 
-def channel_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, ChannelCounts]:
+def channel_counts(rows: Iterable[ByName]) -> dict[str, ChannelCounts]:
     """:data:`COUNTS_SQL`'s rows as each channel's counts."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:

@@ -11,7 +11,7 @@ it tries.  Payloads are plain text, well under PostgreSQL's 8,000-byte limit:
 - ``reload`` — a bulk insert: re-read the alerts of every owned market.
 
 A notification sent while a listener was disconnected is lost, so a worker re-reads its markets'
-alerts after every reconnect (config/postgres.py ``Listener``).
+alerts after every reconnect (storage/postgres.py ``Listener``).
 """
 
 from __future__ import annotations

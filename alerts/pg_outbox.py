@@ -34,7 +34,7 @@ from alerts.outbox_store import (
     channel_counts,
     delivery_of,
 )
-from config.postgres import PostgresDatabase, rowcount
+from storage import PostgresDatabase, rowcount
 
 OUTBOX_CHANNEL = "chartgen_outbox"
 """The ``NOTIFY`` channel a firing transaction that wrote outbox rows signals."""

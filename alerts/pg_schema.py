@@ -1,5 +1,5 @@
-"""The alerts package's PostgreSQL schema (its :class:`~config.migrations.Migrations` for
-``config/postgres.py``); the SQLite one is alerts/schema.py.
+"""The alerts package's PostgreSQL schema (its :class:`~storage.migrations.Migrations` for
+``storage/postgres.py``); the SQLite one is alerts/schema.py.
 
 Step 1 is the shape SQLite reached by its step 4, with two differences that several processes
 writing at once require:
@@ -22,7 +22,7 @@ notification channels' ``outbox`` (alerts/pg_outbox.py; SQLite's step 3); step 5
 
 from __future__ import annotations
 
-from config.migrations import Migrations
+from storage import Migrations
 
 PG_MIGRATIONS = Migrations(
     "alerts",

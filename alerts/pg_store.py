@@ -16,7 +16,7 @@ upper bounds of the queue sizes for the caps (alerts/pg_schema.py says why a Pos
 sequence would not do).  The caps behave as SQLite's: a queue is cut back to its cap once past
 ``QueueLimits.trim_above(cap)``.
 
-PostgreSQL unreachable: every write raises :class:`~config.postgres.StorageUnavailable` saying what
+PostgreSQL unreachable: every write raises :class:`~storage.postgres.StorageUnavailable` saying what
 was not done (``alert not set``, ``firing not confirmed``, …); a transaction that did not commit
 changed nothing, and one whose commit's answer was lost is found done by the next call (an alert
 that fired is gone), so repeating the call once the server is back is always safe.
@@ -48,7 +48,7 @@ from alerts.pg_push import by_principal, notify_pushed
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.store import ALERT_COLUMNS, Fired, QueueLimits, alert_of, alert_row, dumps
 from alerts.subscription_store import QueuedFrame, subscription_of, subscription_row
-from config.postgres import RETRYABLE_SQLSTATES, PostgresDatabase, rowcount, unreachable_as
+from storage import RETRYABLE_SQLSTATES, PostgresDatabase, rowcount, unreachable_as
 
 __all__ = ["PG_MIGRATIONS", "PgAlertStore"]
 
@@ -322,6 +322,14 @@ class PgAlertStore:
 
     async def poll_queue_size(self, principal: str) -> int:
         return int(await self.db.fetchval("SELECT COUNT(*) FROM notifications WHERE principal = $1", principal))
+
+    async def queue_sizes(self) -> tuple[int, int]:
+        with unreachable_as("queue sizes not read", self.db.where):
+            row = await self.db.fetchrow(
+                "SELECT (SELECT COUNT(*) FROM push_queue WHERE NOT delivered) AS push,"
+                " (SELECT COUNT(*) FROM notifications) AS poll"
+            )
+        return (int(row["push"]), int(row["poll"])) if row is not None else (0, 0)
 
     # --- push subscriptions and queue ---------------------------------------------------
     async def subscribe(self, sub: Subscription, now: float) -> None:

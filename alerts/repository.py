@@ -16,10 +16,20 @@ from alerts.action_store import PlannedAction
 from alerts.models import Alert, Firing, Subscription
 from alerts.store import Fired, QueueLimits
 from alerts.subscription_store import QueuedFrame
+from storage import Database, PostgresDatabase
 
 
 class AlertRepository(Protocol):
     limits: QueueLimits
+
+    @property
+    def db(self) -> Database | PostgresDatabase:
+        """The storage itself, for the readers that take either (:func:`alerts.fired_history.recent_fired`)."""
+        ...
+
+    async def queue_sizes(self) -> tuple[int, int]:
+        """Push frames not yet delivered and notifications waiting to be polled, over every principal."""
+        ...
 
     async def insert(self, alert: Alert) -> None: ...
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from alerts.models import ALERT_KINDS, AlertKind, Trigger
+from alerts.models import AlertKind, Trigger, is_alert_kind
 from engine.indicators.params import IndicatorError
 from engine.indicators.registry import IndicatorRequest, lookup, parse_requests
 from engine.market_data.errors import MarketDataError
@@ -240,10 +240,10 @@ def parse_set_alert(args: dict[str, Any], now: float) -> AlertSpec:
     if "params" in args:
         raise AlertInputError("params applies to indicator_signal alerts only")
     threshold = parse_price(kind, condition[kind])
-    assert kind in ALERT_KINDS
+    assert is_alert_kind(kind)
     return AlertSpec(
         symbol,
-        kind,  # type: ignore[arg-type]
+        kind,
         interval,
         threshold=threshold,
         trigger=trigger,

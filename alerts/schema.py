@@ -1,4 +1,4 @@
-"""The alerts package's SQL schema (its :class:`~config.database.Migrations`).
+"""The alerts package's SQL schema (its :class:`~storage.sqlite.Migrations`).
 
 Step 1: alerts, the audit of how each ended, the poll queue, push subscriptions and the push
 queue.  Step 2: ``alert_actions`` — one row per fired alert that carried an action, written in
@@ -21,7 +21,7 @@ principal instead of every pending row of the channel.
 
 from __future__ import annotations
 
-from config.database import Migrations
+from storage import Migrations
 
 MIGRATIONS = Migrations(
     "alerts",

@@ -21,7 +21,7 @@ from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
-from config.channels import ChannelSettings
+from config import ChannelSettings
 from engine.indicators.registry import IndicatorRequest
 from engine.market_data.errors import MarketDataError
 

@@ -28,8 +28,7 @@ from alerts.models import Alert, Firing, Subscription, notification_payload, pus
 from alerts.outbox_store import ChannelRouting, enqueue_in, outbox_rows
 from alerts.schema import MIGRATIONS
 from alerts.subscription_store import QueuedFrame, SubscriptionQueries, subscription_of
-from config.database import Database
-from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
+from storage import LOOP_TRANSACTION_MAX_ITEMS, Database
 
 __all__ = [
     "ALERT_COLUMNS",
@@ -311,8 +310,8 @@ class AlertStore(SubscriptionQueries):
             counts = added[x.alert.principal]
             counts[0] += x.push_seq is not None
             counts[1] += 1
-        for principal, (pushed, notified) in added.items():
-            self._trim_sync(conn, principal, pushed, notified)
+        for principal, (n_pushed, n_notified) in added.items():
+            self._trim_sync(conn, principal, n_pushed, n_notified)
         return out
 
     def _trim_sync(self, conn: sqlite3.Connection, principal: str, pushed: int, notified: int) -> None:
@@ -366,6 +365,14 @@ class AlertStore(SubscriptionQueries):
     async def poll_queue_size(self, principal: str) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) AS n FROM notifications WHERE principal = ?", (principal,))
         return int(row["n"]) if row is not None else 0
+
+    async def queue_sizes(self) -> tuple[int, int]:
+        row = await self.db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM push_queue WHERE delivered = 0) AS push,"
+            " (SELECT COUNT(*) FROM notifications) AS poll",
+            (),
+        )
+        return (int(row["push"]), int(row["poll"])) if row is not None else (0, 0)
 
 
 def now_s() -> float:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from alerts.models import Subscription
-from config.database import Database
+from storage import Database
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,10 +37,10 @@ from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.store import Fired
-from config.postgres import StorageUnavailable
 from engine.events import Tick
 from engine.market_data.intervals import interval_seconds
 from engine.market_data.trade_history import TradePrint
+from storage import StorageUnavailable
 
 log = structlog.get_logger(__name__)
 

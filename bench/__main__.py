@@ -33,6 +33,8 @@ from bench.render_flood import print_table as print_render_flood_table
 from bench.render_flood import run as run_render_flood
 from bench.set_alert_http import print_table as print_set_alert_table
 from bench.set_alert_http import run as run_set_alert_benches
+from bench.sim_advance import bench_advance
+from bench.sim_klines import bench_klines
 from bench.sqlite_durability import print_table as print_durability_table
 from bench.sqlite_durability import run as run_durability_bench
 from bench.unattended_load import print_table as print_unattended_table
@@ -75,6 +77,8 @@ def main() -> None:
     results["agent_simulate"] = asyncio.run(run_agent_simulate())
     results["outbox"] = asyncio.run(run_outbox())
     results["dashboard"] = asyncio.run(run_dashboard())
+    results["sim_klines"] = asyncio.run(bench_klines(1000, 1000, 32, "1m"))
+    results["sim_advance"] = asyncio.run(bench_advance(1000, "1m", 4, 60.0, 3))
 
     rows = [
         ("generate_chart png 1920x1080 200 bars (median)", results["generate_chart_png_ms"]["median"], "ms", 400),
@@ -84,6 +88,8 @@ def main() -> None:
         ("closed-bar storm, 1000 symbols (p99)", results["closed_bar_storm"]["p99_s"] * 1000, "ms", 1000),
         ("warm-up 100 symbols x 1000 bars", results["warm_up_100x1000_s"], "s", 5),
         ("RSS 1000 symbols x 2 intervals x 1000 bars", results["engine_rss_1000x2x1000_mb"], "MB", 400),
+        ("simulator: 1000 klines requests x 1000 bars", results["sim_klines"]["seconds"], "s", 3),
+        ("simulator: 60 s advance, 1000 x 1m, 1st close", results["sim_advance"][0]["first_closed_s"], "s", 0.3),
     ]
     ingest, pb = results["ingest_msgs_per_s"], results["ingest_python_binance_msgs_per_s"]
     print(f"ingest: {ingest:,.0f} kline msgs/s (target ≥ 30,000)")

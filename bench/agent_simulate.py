@@ -30,7 +30,6 @@ from brokers.order_store import OrderStore
 from brokers.paper import PaperBroker
 from brokers.service import OrderService
 from brokers.simulator.app import start_simulator
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from daemon.orders_runtime import EngineQuotes
 from engine.events import Tick
@@ -41,6 +40,7 @@ from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools.context import Services
+from storage import Database
 
 SYMBOLS = [f"S{i:02d}USDT" for i in range(10)]
 CALLS = 300

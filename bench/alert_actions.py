@@ -2,7 +2,7 @@
 
     python -m bench.alert_actions
 
-- Trigger to exchange (the README's row): the simulator runs in this process; ``chartgen
+- Trigger to exchange (its row in docs/benchmarks.md): the simulator runs in this process; ``chartgen
   --serve --trade`` is its own process with the Binance broker against it (the real path:
   the simulator's trade stream → the live engine → the alert evaluator → the action's guard
   checks → the firing transaction, durable, with the order intent and the notification → the
@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from alerts.actions import action_client_id
+from bench.sim_limits import lift_order_limits
 from brokers.simulator.app import start_simulator
 
 BASE = 70_000.0
@@ -45,6 +46,7 @@ async def bench_trigger_to_exchange(n: int = 300, rate: float = 100.0, warmup: i
     total = n + warmup
     sim = await start_simulator(clock="manual", symbols=["BTCUSDT"], balances={"USDT": Decimal("1000000")})
     try:
+        await lift_order_limits(sim.url)  # 100 firings/s: past Binance's ORDERS limit (bench/sim_limits.py)
         ws = sim.url.replace("http://", "ws://")
         env = {
             "CHARTGEN_BINANCE_REST_URL": sim.url,

@@ -33,8 +33,8 @@ from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from bench.alerts_push import bench_push_latency_and_set_alert, bench_tick_to_sse
-from config.database import Database
 from engine.events import Tick
+from storage import Database
 
 SYMBOLS = 1000
 ALERTS = 1_000_000

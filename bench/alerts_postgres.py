@@ -34,7 +34,7 @@ from alerts.models import Alert, Firing, Subscription
 from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
 from alerts.store import QueueLimits
 from bench.agent_common import pct, print_machine
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 OWNERS = 50
 LIMITS = QueueLimits(push_cap=1_000_000, push_ttl_s=3600.0, poll_cap=1_000_000)

@@ -29,9 +29,9 @@ from alerts.channels.sender import OutboxSender, RateBucket
 from alerts.models import Alert, Firing
 from alerts.outbox_store import ChannelRouting, OutboxStore
 from alerts.store import AlertStore
-from config.channels import WebhookChannel
-from config.database import Database
+from config import WebhookChannel
 from daemon.database import ALL_MIGRATIONS
+from storage import Database
 from tests.support.channel_receivers import Receiver
 
 FLOOD = 2_000

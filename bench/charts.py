@@ -97,7 +97,7 @@ async def bench_ping_while_rendering(charts: int = 10, ping_interval_s: float = 
 
 
 def main() -> None:
-    """`python -m bench.charts`: the chart rows of the README's benchmark table."""
+    """`python -m bench.charts`: the chart rows of docs/benchmarks.md."""
     latency = asyncio.run(bench_tool_latency())
     ping = asyncio.run(bench_ping_while_rendering())
     for fmt in ("png", "summary"):

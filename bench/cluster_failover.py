@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_common import print_machine
+from bench.sim_limits import lift_order_limits
 from brokers.models import OrderRequest
 from cluster.order_leader import ORDER_PATH_MIGRATIONS
 from cluster.orders import OrderIntents, lease_name
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "sim"
@@ -90,6 +91,7 @@ async def run(rounds: int, ttl_s: float, rate: float) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with postgres_server() as server:
         sim = await start_simulator(host="127.0.0.1", port=0, clock="real")
+        await lift_order_limits(sim.url)  # 20 orders/s: past Binance's ORDERS limit (bench/sim_limits.py)
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn)
         await db.migrate(ORDER_PATH_MIGRATIONS)

@@ -84,10 +84,10 @@ async def _indexed(http: aiohttp.ClientSession, urls: list[str]) -> int:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from brokers.simulator.app import start_simulator
-    from config.postgres import PostgresDatabase
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
+    from storage import PostgresDatabase
     from tests.support.daemon_proc import DaemonProc, start_fronts
     from tests.support.nats import running_nats
     from tests.support.postgres import postgres_server

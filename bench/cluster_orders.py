@@ -41,6 +41,7 @@ import aiohttp
 
 from bench.agent_common import print_machine
 from bench.cluster_workers import _percentile
+from bench.sim_limits import lift_order_limits
 
 SYMBOL = "BTCUSDT"
 DEADLINE_S = 120.0
@@ -60,10 +61,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from brokers.simulator.accounts import FEE
     from brokers.simulator.app import start_simulator
     from cluster.orders import lease_name
-    from config.postgres import PostgresDatabase
     from daemon.cluster_command import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
+    from storage import PostgresDatabase
     from tests.support.daemon_proc import DaemonProc, start_fronts
     from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
     from tests.support.postgres import postgres_server
@@ -76,6 +77,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         sim = await start_simulator(
             host="127.0.0.1", port=0, clock="real", symbols=[SYMBOL], balances={"USDT": budget, "BTC": Decimal(0)}
         )
+        await lift_order_limits(sim.url)  # ~50 orders/s: past Binance's ORDERS limit (bench/sim_limits.py)
         dsn = await server.new_database()
         db = await PostgresDatabase.open(dsn)
         await db.migrate(CLUSTER_MIGRATIONS)

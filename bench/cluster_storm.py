@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.agent_common import print_machine
 from bench.cluster_workers import _percentile
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 DEADLINE_S = 900.0
 

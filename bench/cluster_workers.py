@@ -48,7 +48,7 @@ from typing import Any
 import aiohttp
 
 from bench.agent_common import print_machine
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 DEADLINE_S = 300.0
 

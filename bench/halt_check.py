@@ -23,7 +23,7 @@ from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
 from brokers.halt import check_not_halted
 from brokers.models import OrderRequest
 from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
-from config.database import Database
+from storage import Database
 
 N = 1000
 ROUNDS = 3

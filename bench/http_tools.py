@@ -6,7 +6,7 @@ mcp_bridge/token_cache.py).
 
 The daemon runs as its own process (``--serve --trade --sim``); the clients are raw JSON-RPC
 POSTs with a bearer token over keep-alive connections from this process (as chartgen's
-clients call).  The HTTP edge is as behind the README's nginx: ``trusted_proxies =
+clients call).  The HTTP edge is as behind the nginx of docs/operations.md: ``trusted_proxies =
 ["127.0.0.1"]`` and every request carries ``X-Forwarded-For`` (uvicorn's proxy-header handling,
 the Host/Origin check, the per-address bearer limiter and the scope check all run).
 Targets: ≥ 2,000 calls/s (issue 12), p99 ≤ 20 ms; auth check ≤ 0.2 ms.
@@ -23,10 +23,10 @@ from typing import Any
 
 import aiohttp
 
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from daemon.modes import token_authenticator
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 
 CLIENTS = 32
 CALLS_PER_CLIENT = 150
@@ -35,7 +35,7 @@ CALLS_PER_CLIENT = 150
 async def bench_get_indicators(
     clients: int = CLIENTS, per_client: int = CALLS_PER_CLIENT, *, proxied: bool = True
 ) -> dict[str, float]:
-    """``proxied``: as behind the README's nginx (trusted proxy, ``X-Forwarded-For``); else direct clients."""
+    """``proxied``: as behind the documented nginx (trusted proxy, ``X-Forwarded-For``); else direct clients."""
     from tests.support.daemon_proc import start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:

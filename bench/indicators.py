@@ -164,7 +164,7 @@ def print_per_closed_bar(r: dict[str, list[float]]) -> None:
 
 
 def main() -> None:
-    """`python -m bench.indicators`: the indicator rows of the README's benchmark table."""
+    """`python -m bench.indicators`: the indicator rows of docs/benchmarks.md."""
     print_per_closed_bar(bench_per_closed_bar())
     engine_set = bench_engine_set(1000)
     print(f"cipher_b + macd + rsi on 1000 bars: {engine_set['total_ms']:.3f} ms")

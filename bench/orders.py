@@ -3,7 +3,7 @@ daemon's in-process overhead with a stub broker, and reconciliation of 1,000 ope
 
     python -m bench.orders
 
-- Real path (the README's order row): ``chartgen --serve --trade --sim`` as its own process,
+- Real path (its order row in docs/benchmarks.md): ``chartgen --serve --trade --sim`` as its own process,
   broker ``binance`` against the daemon's exchange simulator; 200 market orders, one at a
   time, as session-less JSON-RPC ``tools/call place_order`` over one keep-alive HTTP
   connection with the demo bearer token (it has every scope).  Reports the end-to-end
@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from bench.sim_limits import lift_order_limits
 from brokers.binance_broker import BinanceBroker
 from brokers.filters import SymbolRules
 from brokers.models import ExchangeOrder, OrderRequest
@@ -38,11 +39,11 @@ from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from brokers.simulator.app import start_simulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from config.database import Database
 from daemon.logging import configure_logging
 from daemon.trades_log import TradesLog
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
+from storage import Database
 
 RULES = {
     "symbol": "BTCUSDT",
@@ -165,6 +166,7 @@ async def bench_http_binance(n: int = 200, warmup: int = 10) -> dict[str, Any]:
             connector = aiohttp.TCPConnector(limit=1)
             async with aiohttp.ClientSession(connector=connector) as http, aiohttp.ClientSession() as control:
                 await daemon.wait_ready()
+                await lift_order_limits(daemon.sim_url)  # past Binance's ORDERS limit (bench/sim_limits.py)
                 async with control.post(
                     f"{daemon.sim_url}/sim/v1/price", json={"symbol": "BTCUSDT", "price": "65000"}
                 ) as r:
@@ -221,6 +223,7 @@ async def bench_http_binance(n: int = 200, warmup: int = 10) -> dict[str, Any]:
 async def bench_reconcile(n: int = 1000) -> dict[str, float]:
     sim = await start_simulator(clock="real", symbols=["BTCUSDT"], balances={"USDT": Decimal(10_000_000)})
     sim.exchange.trade("BTCUSDT", 65000.0, 0.01)
+    await lift_order_limits(sim.url)  # 1,000 open orders: past MAX_NUM_ORDERS (bench/sim_limits.py)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             db = await Database.open(Path(tmp) / "bench.db")

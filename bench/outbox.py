@@ -28,9 +28,9 @@ from alerts.models import Alert, Firing
 from alerts.outbox_store import ChannelRouting, OutboxStore
 from alerts.store import AlertStore
 from bench.alerts_push import bench_tick_to_sse
-from config.channels import WebhookChannel
-from config.database import Database
+from config import WebhookChannel
 from daemon.database import ALL_MIGRATIONS
+from storage import Database
 from tests.support.channel_receivers import Receiver
 
 

@@ -2,9 +2,9 @@
 
     python -m bench.sqlite_durability [--dir DIR] [--n N]
 
-What the README's durability sentence rests on.  The database is created in a temporary
+What the documented durability sentence rests on.  The database is created in a temporary
 directory under ``--dir`` (default: the system temp dir; pass the data dir's file system to
-measure that disk) with the daemon's own settings (:meth:`config.database.Database.open`:
+measure that disk) with the daemon's own settings (:meth:`storage.sqlite.Database.open`:
 WAL, busy timeout, NORMAL).  Each case commits ``N`` small transactions one after another —
 an INSERT of a ~200-byte row plus a counter UPDATE, the shape of an order intent or a
 one-alert firing — and reports commits/s and the p50/p99 latency of one commit:
@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from config.database import Database
+from storage import Database
 
 ROW = "x" * 200
 SCHEMA = (

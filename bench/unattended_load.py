@@ -32,8 +32,8 @@ from alerts.store import AlertStore
 from bench.alerts import NullMarket
 from brokers.schedules.spec import parse_spec
 from brokers.schedules.store import ACTIVE, ScheduleRow, ScheduleStore
-from config.database import Database
 from engine.events import Tick
+from storage import Database
 
 ALERTS = 100_000
 SCHEDULES = 10_000

@@ -3,7 +3,14 @@
 python-binance signs requests and parses answers; everything it lacks is here:
 - **Rate limits**: request weight is read from ``X-MBX-USED-WEIGHT-1M``; a 429/418 sets a
   ban until ``Retry-After`` and nothing is sent before it has passed (a call that would have
-  to wait too long fails at once with ``retry_after_secs``).
+  to wait too long fails at once with ``retry_after_secs``).  The one exception is the
+  account's *order* rate limit (a 429 with -1015 "Too many new orders", the unfilled order
+  count of ``X-MBX-ORDER-COUNT-10S`` / ``-1D``): it is per account and counts new orders only,
+  so it holds back new orders (and order lists) until ``Retry-After`` — market data, queries,
+  cancels and the account go on — and the refusal names the limit Binance quoted.  Either 429
+  is a definite "not placed" (:class:`RateLimitedError`, never :class:`OutcomeUnknown`).  The
+  status and headers are read from the refused response itself (the exception carries it), not
+  from the client's last response, which a concurrent request may have replaced.
 - **Clock**: the server-time offset is refreshed periodically (:meth:`sync_time`) and a
   request refused with -1021 is retried once after a resync — except an order signed at a
   pinned time (:meth:`place_signed_at`, the cluster's order leader): its staleness is the point,
@@ -57,6 +64,10 @@ from brokers.protocol import ExecutionHandler
 log = structlog.get_logger(__name__)
 
 MAX_TOOL_WAIT_S = 5.0
+TOO_MANY_ORDERS = -1015
+"""Binance's code for the account's order rate limit (errors.md ``TOO_MANY_ORDERS``)."""
+ORDER_LIMIT_DEFAULT_WAIT_S = 10.0
+"""The wait after a -1015 without ``Retry-After`` (the shortest ORDERS interval is 10 s)."""
 EXCHANGE_INFO_TTL_S = 3600.0
 COMMISSION_TTL_S = 3600.0
 """An account's commission on a symbol changes with its tier or a promotion: asked again after an hour."""
@@ -125,7 +136,13 @@ class BinanceBroker(BinanceListsMixin):
         self._clock = clock
         self._handler: ExecutionHandler | None = None
         self.banned_until = 0.0
+        """Nothing is sent before this time (a request-weight 429 or an IP ban 418)."""
+        self.orders_blocked_until = 0.0
+        """No new order or order list is sent before this time (the account's order rate limit, -1015)."""
+        self._order_limit = ""
         self.weight_used = 0
+        self.order_counts: dict[str, int] = {}
+        """The last ``X-MBX-ORDER-COUNT-<interval>`` headers (``"10S"``, ``"1D"``): orders placed per interval."""
         self._rules: dict[str, SymbolRules] = {}
         self._rules_at = 0.0
         self._rules_lock = asyncio.Lock()
@@ -145,40 +162,64 @@ class BinanceBroker(BinanceListsMixin):
         await self._client.close_connection()
 
     # --- the guarded call ---------------------------------------------------------------
-    def _observe(self) -> float | None:
-        resp = getattr(self._client, "response", None)
+    def _observe(self, resp: Any) -> float | None:
+        """Read the weight and order-count headers of ``resp``; the Retry-After of a 429/418, else None."""
         if resp is None:
             return None
-        used = resp.headers.get("X-MBX-USED-WEIGHT-1M") or resp.headers.get("x-mbx-used-weight-1m")
+        headers = resp.headers
+        used = headers.get("X-MBX-USED-WEIGHT-1M")
         if used is not None and used.isdigit():
             self.weight_used = int(used)
+        for name, value in headers.items():
+            if name.upper().startswith("X-MBX-ORDER-COUNT-") and value.isdigit():
+                self.order_counts[name[len("X-MBX-ORDER-COUNT-") :].upper()] = int(value)
         if resp.status in (418, 429):
-            retry = resp.headers.get("Retry-After")
+            retry = headers.get("Retry-After")
             try:
-                return float(retry) if retry is not None else 60.0
+                return float(retry) if retry is not None else None
             except ValueError:
-                return 60.0
+                return None
         return None
 
-    async def _call(self, fn: Callable[..., Awaitable[Any]], *, order: bool = False, **params: Any) -> Any:
-        wait = self.banned_until - self._clock()
+    async def _wait_for(self, until: float, what: str) -> None:
+        wait = until - self._clock()
         if wait > 0:
             if wait > MAX_TOOL_WAIT_S:
-                raise RateLimitedError(f"Binance rate limit: retry in {wait:.0f} s", wait)
+                raise RateLimitedError(f"{what}: retry in {wait:.0f} s", wait)
             await asyncio.sleep(wait)  # honouring Retry-After: nothing is sent before it has passed
+
+    async def _call(
+        self, fn: Callable[..., Awaitable[Any]], *, order: bool = False, new_order: bool = False, **params: Any
+    ) -> Any:
+        """One request with the guards of the module docstring; ``order``: its outcome matters (a lost
+        answer is OutcomeUnknown); ``new_order``: it places an order or a list (the order rate limit)."""
+        await self._wait_for(self.banned_until, "Binance rate limit")
+        if new_order:
+            await self._wait_for(self.orders_blocked_until, f"Binance order rate limit ({self._order_limit})")
         for attempt in (1, 2):
             self.requests += 1
             try:
                 result = await fn(**params)
-                self._observe()
+                self._observe(getattr(self._client, "response", None))
                 return result
             except BinanceAPIException as exc:
-                retry_after = self._observe()
-                if retry_after is not None:
-                    self.banned_until = self._clock() + retry_after
+                resp = exc.response
+                status = exc.status_code
+                retry_after = self._observe(resp)
+                if status in (418, 429) and exc.code == TOO_MANY_ORDERS:
+                    wait = ORDER_LIMIT_DEFAULT_WAIT_S if retry_after is None else retry_after
+                    self._order_limit = exc.message or "Too many new orders"
+                    self.orders_blocked_until = max(self.orders_blocked_until, self._clock() + wait)
                     raise RateLimitedError(
-                        f"Binance answered HTTP {exc.status_code} (rate limit); retry in {retry_after:.0f} s",
-                        retry_after,
+                        f"not placed: Binance's order rate limit for this account ({self._order_limit}, code"
+                        f" {TOO_MANY_ORDERS}); new orders may be sent again in {wait:.0f} s",
+                        wait,
+                    ) from None
+                if status in (418, 429):
+                    wait = 60.0 if retry_after is None else retry_after
+                    self.banned_until = max(self.banned_until, self._clock() + wait)
+                    raise RateLimitedError(
+                        f"Binance answered HTTP {status} (rate limit); retry in {wait:.0f} s", wait
                     ) from None
                 if exc.code == -1021 and pinned_timestamp() is not None:
                     raise OrderRejected(
@@ -189,8 +230,8 @@ class BinanceBroker(BinanceListsMixin):
                 if exc.code == -1021 and attempt == 1:
                     await self.sync_time()
                     continue
-                if order and exc.status_code >= 500:
-                    raise OutcomeUnknown(f"Binance answered HTTP {exc.status_code}: {exc.message}") from None
+                if order and status >= 500:
+                    raise OutcomeUnknown(f"Binance answered HTTP {status}: {exc.message}") from None
                 raise self._translate(exc) from None
             except (TimeoutError, aiohttp.ClientError, BinanceRequestException) as exc:
                 if order:
@@ -269,7 +310,7 @@ class BinanceBroker(BinanceListsMixin):
             params["stopPrice"] = format(req.stop_price, "f")
         if req.trailing_delta is not None:
             params["trailingDelta"] = req.trailing_delta
-        res = await self._call(self._client.create_order, order=True, **params)
+        res = await self._call(self._client.create_order, order=True, new_order=True, **params)
         fills = tuple(
             Fill(
                 trade_id=int(f.get("tradeId", 0)),

@@ -148,9 +148,9 @@ class BinanceListsMixin:
     async def place_list(self, req: ListRequest) -> ExchangeList:
         params = list_params(req) | {"recvWindow": self._recv_window}
         if req.kind == "OCO":
-            res = await self._call(self._client.create_oco_order, order=True, **params)
+            res = await self._call(self._client.create_oco_order, order=True, new_order=True, **params)
         elif req.kind == "OTOCO":
-            res = await self._call(self._client.v3_post_order_list_otoco, order=True, **params)
+            res = await self._call(self._client.v3_post_order_list_otoco, order=True, new_order=True, **params)
         else:
             raise ValueError(f"unknown list kind {req.kind}")
         return list_from_rest(res, self._order_view)

@@ -13,18 +13,31 @@ Otherwise the daemon places the OCO itself, exactly once:
    caller can win it — and only then sent; the answer moves it to ``placed``;
 4. a crash between claim and send: reconciliation looks the list up by its client id and
    applies what the exchange has, or sends it when the exchange never received it;
-5. an entry cancelled, rejected or expired (even partly filled) never gets its OCO: the bracket
-   becomes ``void``.
+5. the exchange refuses the send for its order rate (:class:`RateLimitedError`, HTTP 429 -1015:
+   a definite "not placed"): the exit protects a position already held, so it is not dropped —
+   the bracket goes back to ``waiting`` in the transaction that removes its legs' never-sent
+   intents (:meth:`OrderLists.send` with ``rearm_rate_limited``), and is claimed again, with the
+   same client ids, by the first reconciliation after ``Retry-After`` (a not-before time kept in
+   memory: after a restart reconciliation simply tries at once, and the broker holds it back while
+   its own wait lasts).  A real refusal (:class:`OrderRejected`: balance, filters) is ``rejected``;
+6. an entry that ends with nothing filled (cancelled, rejected, expired) never gets its OCO: the
+   bracket becomes ``void``; an entry that ends partly filled (cancelled or expired after a
+   partial fill) is done too, and gets its OCO for what it filled.  A PARTIALLY_FILLED entry
+   still working places nothing yet: the exit goes out once, when the entry is done.
 
-The daemon's OCO sells (buys back) what the entry acquired: its quantity, less a commission the
-exchange took in the base asset (Binance without BNB), rounded down to the LOT_SIZE step — else
-the exit would be refused for an insufficient balance.  An OTOCO's exit quantity is fixed when it
+The daemon's OCO sells (buys back) what the entry acquired (:func:`exit_quantity`, also the
+cluster's rule in cluster/bracket_exits.py): the entry's executed quantity, less a commission the
+exchange took in the base asset (Binance without BNB), never more than the bracket's planned
+quantity, rounded down to the LOT_SIZE step — else the exit would be refused for an insufficient
+balance.  Nothing left after that: no exit (``void``).  An OTOCO's exit quantity is fixed when it
 is placed (the entry's quantity): with base-asset fees it needs the fee paid in another asset.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +87,22 @@ def exit_request(entry: OrderRequest, bracket: dict[str, Decimal | None], workin
     )  # fmt: skip
 
 
+def exit_quantity(planned: Decimal, *, entry_side: str, executed: Decimal, base_fee: Decimal, step: Decimal) -> Decimal:
+    """What a bracket's exit OCO trades for an entry that is done: what the entry acquired — its
+    ``executed`` quantity, less ``base_fee`` (commission taken in the base asset) for a BUY entry —
+    never more than ``planned``, rounded down to the LOT_SIZE ``step``; 0 when nothing is left to exit.
+
+    >>> exit_quantity(Decimal("1"), entry_side="BUY", executed=Decimal("0.4"), base_fee=Decimal("0.0004"),
+    ...               step=Decimal("0.001"))
+    Decimal('0.399')
+    """
+    held = executed - base_fee if entry_side == "BUY" else executed
+    qty = min(planned, held)
+    if step > 0:
+        qty = (qty // step) * step
+    return qty if qty > 0 else Decimal(0)
+
+
 def _from_row(row: ListRow, quantity: Decimal | None = None) -> ListRequest:
     assert row.side is not None and row.quantity is not None
     assert row.take_profit_price is not None and row.stop_price is not None and row.entry_client_id is not None
@@ -85,12 +114,19 @@ def _from_row(row: ListRow, quantity: Decimal | None = None) -> ListRequest:
     )  # fmt: skip
 
 
+class NotSizedYet(Exception):
+    """A bracket's exit cannot be sized now (its entry's trades or the symbol's rules are missing)."""
+
+
 class Brackets:
     """The bracket keeper of one order service."""
 
     def __init__(self, service: OrderService, lists: OrderLists) -> None:
         self.svc = service
         self.lists = lists
+        self._not_before: dict[str, float] = {}
+        """Brackets an order-rate refusal sent back to waiting: list id → the service-clock time (unix s)
+        before which they are not claimed again (in memory: a restart retries at the next reconciliation)."""
 
     async def place(self, entry: OrderRequest, bracket: dict[str, Decimal | None]) -> dict[str, Any]:
         """place_order with a bracket: OTOCO where the venue has it for this entry, else entry + daemon OCO."""
@@ -114,6 +150,12 @@ class Brackets:
         view: dict[str, Any] = {"list_id": plan.list_client_id, "kind": "OCO", "state": row and row.bracket_state}
         if row is not None and row.bracket_state in ("claimed", "placed"):
             view = {**(await self.lists.describe(plan.list_client_id)), "state": row.bracket_state}
+        retry_at = self._not_before.get(plan.list_client_id)
+        if row is not None and row.bracket_state == "waiting" and retry_at is not None:
+            view["note"] = (
+                "the exchange's order rate limit refused the exit OCO (nothing was placed); it is placed "
+                f"after {_iso(retry_at)}, at the next reconciliation"
+            )
         return {**out, "bracket": view}
 
     async def _entry_view(self, client_order_id: str) -> dict[str, Any]:
@@ -129,33 +171,50 @@ class Brackets:
         bracket = await self.lists.store.bracket_of(row.client_order_id)
         if bracket is None or bracket.bracket_state != "waiting":
             return
-        if row.status == "FILLED":
+        if row.executed_qty > 0:  # FILLED, or done after a partial fill: exit what filled
             await self._place(bracket)
         else:
-            now = self.svc._clock()
-            await self.lists.store.set_state(bracket.list_client_id, now, status="VOID", bracket_state="void")
-            log.info("bracket_void", entry=row.client_order_id, status=row.status)
+            await self._void(bracket, f"its entry ended {row.status} with nothing filled")
 
-    async def _request(self, bracket: ListRow) -> ListRequest:
-        """The exit OCO for what the entry acquired (see the module docstring)."""
+    async def _void(self, bracket: ListRow, why: str) -> None:
+        await self.lists.store.set_state(bracket.list_client_id, self.svc._clock(), status="VOID", bracket_state="void")
+        log.info("bracket_void", entry=bracket.entry_client_id, why=why)
+
+    async def _request(self, bracket: ListRow) -> ListRequest | None:
+        """The exit OCO for what the entry acquired (:func:`exit_quantity`); None when nothing is left.
+
+        Raises NotSizedYet when the symbol's rules cannot be read or the entry's stored fills do not
+        add up to its executed quantity yet (reconciliation fetches the missing trades, then retries)."""
         assert bracket.quantity is not None and bracket.entry_client_id is not None
         entry = await self.svc.store.get(bracket.entry_client_id)
+        if entry is None:
+            return _from_row(bracket)
         try:
             rules = await self.svc.broker.rules(bracket.symbol)
-        except BrokerError:
-            rules = None
-        if entry is None or rules is None:
-            return _from_row(bracket)
+        except BrokerError as exc:
+            raise NotSizedYet(f"the rules of {bracket.symbol} cannot be read: {exc}") from exc
         fills = [f for f in await self.svc.store.fills(self.svc.broker.name, bracket.symbol)
                  if f.client_order_id == entry.client_order_id]  # fmt: skip
+        if rules is None or sum((f.quantity for f in fills), Decimal(0)) < entry.executed_qty:
+            raise NotSizedYet(f"the trades of {entry.client_order_id} are not all known yet")
         fee = sum((f.commission for f in fills if f.commission_asset == rules.base_asset), Decimal(0))
-        net = min(bracket.quantity, entry.executed_qty - fee) if entry.side == "BUY" else bracket.quantity
-        if rules.step_size > 0:
-            net = (net // rules.step_size) * rules.step_size
-        return _from_row(bracket, net if net > 0 else None)
+        net = exit_quantity(
+            bracket.quantity, entry_side=entry.side, executed=entry.executed_qty, base_fee=fee, step=rules.step_size
+        )
+        return _from_row(bracket, net) if net > 0 else None
 
     async def _place(self, bracket: ListRow) -> None:
-        req = await self._request(bracket)
+        retry_at = self._not_before.get(bracket.list_client_id)
+        if retry_at is not None and self.svc._clock() < retry_at:
+            return  # refused for the order rate: it stays waiting until Retry-After has passed
+        try:
+            req = await self._request(bracket)
+        except NotSizedYet as exc:  # it stays waiting: reconciliation sizes it once the trades are in
+            log.warning("bracket_not_sized", list_client_id=bracket.list_client_id, why=str(exc))
+            return
+        if req is None:
+            await self._void(bracket, "its entry filled less than one LOT_SIZE step after fees")
+            return
         try:
             claimed = await self.lists.store.claim_bracket(self.svc.broker.name, req, self.svc._clock())
         except OrderInputError as exc:  # trading halted: it stays waiting, reconciliation places it later
@@ -163,12 +222,17 @@ class Brackets:
             return
         if not claimed:
             return  # another caller claimed it, or the entry is not filled
+        self._not_before.pop(req.list_client_id, None)
         await self._send(req)
 
     async def _send(self, req: ListRequest) -> None:
         try:
-            await self.lists.send(req)
+            await self.lists.send(req, rearm_rate_limited=True)
         except (OrderRejected, RateLimitedError) as exc:
+            row = await self.lists.store.get(req.list_client_id)
+            if isinstance(exc, RateLimitedError) and row is not None and row.bracket_state == "waiting":
+                await self._rate_limited(req, exc)
+                return
             log.error("bracket_refused", list_client_id=req.list_client_id, error=str(exc))
             await self.lists.store.set_state(req.list_client_id, self.svc._clock(), bracket_state="rejected")
             await self.svc._write([f"{self.svc._stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}"])
@@ -180,6 +244,18 @@ class Brackets:
         if row is not None and row.status != "PENDING":
             await self.lists.store.set_state(req.list_client_id, self.svc._clock(), bracket_state="placed")
 
+    async def _rate_limited(self, req: ListRequest, exc: RateLimitedError) -> None:
+        """The send was refused for the order rate and the bracket is waiting again: not before Retry-After."""
+        retry_at = self.svc._clock() + exc.retry_after_s
+        self._not_before[req.list_client_id] = retry_at
+        log.warning(
+            "bracket_exit_rate_limited", list_client_id=req.list_client_id, retry_at=_iso(retry_at),
+            retry_after_s=exc.retry_after_s, error=str(exc),
+        )  # fmt: skip
+        await self.svc._write(
+            [f"{self.svc._stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}; retried after {_iso(retry_at)}"]
+        )
+
     async def reconcile(self) -> int:
         """Waiting brackets whose entry has finished; claimed ones whose send's outcome is not known."""
         done = 0
@@ -188,6 +264,8 @@ class Brackets:
             if bracket.list_client_id in self.lists._in_flight:
                 continue
             if bracket.bracket_state == "waiting":
+                if self.svc._clock() < self._not_before.get(bracket.list_client_id, 0.0):
+                    continue  # refused for the order rate: not before Retry-After
                 entry = await self.svc.store.get(bracket.entry_client_id or "")
                 if entry is not None and entry.status in TERMINAL:
                     await self.after_update(entry, None)
@@ -202,6 +280,16 @@ class Brackets:
                 await self.lists.on_list_update(found)
                 await self.lists.store.set_state(bracket.list_client_id, self.svc._clock(), bracket_state="placed")
             else:
-                await self._send(await self._request(bracket))
+                try:
+                    req = await self._request(bracket)  # claimed: it was sized, so it sizes again
+                except NotSizedYet as exc:
+                    log.warning("bracket_not_sized", list_client_id=bracket.list_client_id, why=str(exc))
+                    continue
+                if req is not None:
+                    await self._send(req)
             done += 1
         return done
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.ceil(t)))

@@ -32,7 +32,7 @@ from typing import Any
 
 from brokers.halt_authority import HaltAuthority, HaltRefused
 from brokers.order_args import OrderInputError
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 HALTED_MESSAGE = "trading is halted by the operator"
 """The exact refusal every order path gives while the flag is set."""
@@ -243,7 +243,7 @@ def record_cancel_in(conn: sqlite3.Connection, seq: int, result: dict[str, Any],
 
 
 class HaltStore:
-    """The halt row through the shared :class:`~config.database.Database` (one thread hop each)."""
+    """The halt row through the shared :class:`~storage.sqlite.Database` (one thread hop each)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

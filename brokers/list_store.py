@@ -10,7 +10,11 @@ and the rows inserted together (so concurrent admissions are serialized, as in
 - :func:`claim_bracket_in` — the claim of a waiting bracket whose entry has filled: its legs'
   intents are inserted (at the values admitted with the entry, dated with the bracket, so they
   are not counted again) and the bracket moves to ``claimed`` before anything is sent, so it is
-  placed at most once; a crash after the claim is settled by looking the list up by its client id.
+  placed at most once; a crash after the claim is settled by looking the list up by its client id;
+- :func:`rearm_bracket_in` — the undoing of a claim whose send the exchange refused for its order
+  rate (HTTP 429, -1015: nothing reached the book): back to ``waiting``, its legs' never-sent
+  intents removed, so the next claim inserts them again and the daily sum counts the bracket's
+  reservation, not its legs.
 
 Each step checks the operator's halt switch (:func:`brokers.halt.check_not_halted`) first; the two
 admissions also refuse a suspended or revoked principal (:func:`brokers.suspensions.check_principal_in`),
@@ -28,10 +32,10 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.halt import check_not_halted
-from brokers.models import ExchangeList, ListRequest, OrderRequest
+from brokers.models import TERMINAL, ExchangeList, ListRequest, OrderRequest
 from brokers.order_admission import INSERT_INTENT, Admission, daily_used, intent_params
 from brokers.suspensions import check_principal_in
-from config.database import Database
+from storage import Database
 
 INSERT_LEG = (
     "INSERT INTO orders (client_order_id, broker, symbol, side, type, time_in_force, quantity, quote_quantity,"
@@ -206,13 +210,15 @@ def admit_bracket_in(
 
 
 def claim_bracket_in(conn: sqlite3.Connection, broker: str, req: ListRequest, now: float) -> bool:
-    """Inside the caller's transaction: claim a waiting bracket whose entry is FILLED and insert its legs."""
+    """Inside the caller's transaction: claim a waiting bracket whose entry is done with something filled
+    (FILLED, or cancelled / expired after a partial fill) and insert its legs."""
     row = conn.execute(
-        "SELECT l.bracket_state, l.created_at, l.take_profit_notional, l.stop_notional, o.status"
+        "SELECT l.bracket_state, l.created_at, l.take_profit_notional, l.stop_notional, o.status, o.executed_qty"
         " FROM order_lists l JOIN orders o ON o.client_order_id = l.entry_client_id WHERE l.list_client_id = ?",
         (req.list_client_id,),
     ).fetchone()
-    if row is None or row[0] != "waiting" or row[4] != "FILLED":
+    done_with_fills = row is not None and (row[4] == "FILLED" or (row[4] in TERMINAL and bool(_dec(row[5]))))
+    if row is None or row[0] != "waiting" or not done_with_fills:
         return False
     check_not_halted(conn)  # halted: the bracket stays waiting; reconciliation places it after the resume
     # no principal check: the exit of a filled entry only reduces a position (brokers/suspensions.py)
@@ -226,6 +232,21 @@ def claim_bracket_in(conn: sqlite3.Connection, broker: str, req: ListRequest, no
         "UPDATE order_lists SET bracket_state = 'claimed', updated_at = ? WHERE list_client_id = ?",
         (now, req.list_client_id),
     )
+    return True
+
+
+def rearm_bracket_in(conn: sqlite3.Connection, list_client_id: str, now: float) -> bool:
+    """Inside the caller's transaction: a ``claimed`` bracket the exchange did not place (a rate-limit
+    refusal) goes back to ``waiting`` and its legs' ``PENDING_SUBMIT`` intents are deleted; False (and
+    nothing changed) when it is not a claimed bracket still pending."""
+    moved = conn.execute(
+        "UPDATE order_lists SET bracket_state = 'waiting', updated_at = ?"
+        " WHERE list_client_id = ? AND bracket_state = 'claimed' AND status = 'PENDING'",
+        (now, list_client_id),
+    ).rowcount
+    if not moved:
+        return False
+    conn.execute("DELETE FROM orders WHERE list_client_id = ? AND status = 'PENDING_SUBMIT'", (list_client_id,))
     return True
 
 
@@ -253,6 +274,10 @@ class ListStore:
 
     async def claim_bracket(self, broker: str, req: ListRequest, now: float) -> bool:
         return await self.db.run_transaction(lambda c: claim_bracket_in(c, broker, req, now), durable=True)
+
+    async def rearm_bracket(self, list_client_id: str, now: float) -> bool:
+        """:func:`rearm_bracket_in` in one transaction."""
+        return await self.db.run_transaction(lambda c: rearm_bracket_in(c, list_client_id, now), durable=True)
 
     async def get(self, list_client_id: str) -> ListRow | None:
         r = await self.db.fetchone("SELECT * FROM order_lists WHERE list_client_id = ?", (list_client_id,))

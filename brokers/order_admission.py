@@ -127,7 +127,7 @@ def admit_in(
     """Inside the caller's transaction: refuse a used client order id or a daily-limit breach, else insert.
 
     ``conn`` is the database thread's sqlite3 connection with a transaction open
-    (:meth:`~config.database.Database.run_transaction`), so the sum and the insert are one step.
+    (:meth:`~storage.sqlite.Database.run_transaction`), so the sum and the insert are one step.
     """
     check_not_halted(conn)  # the operator's halt switch (brokers.halt): raises TradingHalted
     check_principal_in(conn, req.owner)  # suspended / revoked principal (brokers.suspensions)

@@ -143,8 +143,14 @@ class OrderLists:
         await self.svc.guard.admit_list(req)
         return await self.send(req)
 
-    async def send(self, req: ListRequest) -> dict[str, Any]:
-        """Send a list whose legs are recorded (PENDING_SUBMIT); once — a lost answer is looked up later."""
+    async def send(self, req: ListRequest, *, rearm_rate_limited: bool = False) -> dict[str, Any]:
+        """Send a list whose legs are recorded (PENDING_SUBMIT); once — a lost answer is looked up later.
+
+        A refusal marks the list and its legs REJECTED and is raised — except, with
+        ``rearm_rate_limited`` (a claimed bracket's exit, :mod:`brokers.brackets`), a
+        :class:`RateLimitedError`: nothing reached the book, so the bracket goes back to ``waiting``
+        (:meth:`ListStore.rearm_bracket`, while the list is still in flight here) and the error is raised
+        for the caller to retry after ``retry_after_s``."""
         legs = legs_of(req)
         await self.svc._write(
             [
@@ -160,6 +166,9 @@ class OrderLists:
             try:
                 result = await self.svc.broker.place_list(req)  # type: ignore[attr-defined]
             except (OrderRejected, RateLimitedError) as exc:
+                if isinstance(exc, RateLimitedError) and rearm_rate_limited:
+                    if await self.store.rearm_bracket(req.list_client_id, now):
+                        raise
                 for leg, _ in legs:
                     await self.svc.store.set_status(leg.client_order_id, "REJECTED", now, str(exc))
                 await self.store.set_state(req.list_client_id, now, status="REJECTED")

@@ -19,6 +19,7 @@ an intent together with its own rows (an alert firing, a schedule run).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,7 +28,7 @@ from typing import Any
 from brokers.list_schema import MIGRATION_3
 from brokers.models import OPEN, TERMINAL, Actor, ExchangeOrder, Fill, OrderRequest
 from brokers.order_admission import INSERT_INTENT, Admission, admit_in, daily_used, intent_params
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 MIGRATIONS = Migrations(
     "brokers",
@@ -300,7 +301,11 @@ class OrderStore:
         return (None if after is None else _row(after)), before, new_fills
 
     async def add_fills(self, broker: str, fills: Sequence[Fill]) -> list[Fill]:
-        """Store fills (from reconciliation); returns the ones not seen before."""
+        """Store fills (from reconciliation); returns the ones not seen before.
+
+        A fill naming no order we know by client id is matched by the exchange's order id: Binance's
+        ``myTrades`` rows carry ``orderId`` only, and a fill must count for its order (its executed
+        quantity, its fees, its bracket's exit)."""
         new: list[Fill] = []
         async with self.db.transaction() as tx:
             for f in fills:
@@ -313,7 +318,7 @@ class OrderStore:
                     ),
                 )  # fmt: skip
                 if cur.rowcount:
-                    new.append(f)
+                    new.append(await _attribute(tx, broker, f))
         return new
 
     async def notional_since(self, broker: str, since: float) -> Decimal:
@@ -379,6 +384,25 @@ class OrderStore:
     async def symbols(self, broker: str) -> list[str]:
         rows = await self.db.fetchall("SELECT DISTINCT symbol FROM orders WHERE broker = ?", (broker,))
         return [r["symbol"] for r in rows]
+
+
+async def _attribute(tx: Any, broker: str, f: Fill) -> Fill:
+    """A stored fill naming no order by client id, moved to the order whose exchange id it names."""
+    async with tx.execute("SELECT 1 FROM orders WHERE client_order_id = ?", (f.client_order_id,)) as cur:
+        if await cur.fetchone() is not None:
+            return f
+    async with tx.execute(
+        "SELECT client_order_id FROM orders WHERE broker = ? AND symbol = ? AND exchange_order_id = ?",
+        (broker, f.symbol, f.client_order_id),
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None:
+        return f
+    await tx.execute(
+        "UPDATE fills SET client_order_id = ? WHERE broker = ? AND symbol = ? AND trade_id = ?",
+        (row[0], broker, f.symbol, f.trade_id),
+    )
+    return dataclasses.replace(f, client_order_id=row[0])
 
 
 def fill_of(r: Any) -> Fill:

@@ -6,6 +6,14 @@ rest with their funds locked and fill at their limit when a tick reaches it.  IO
 orders that cannot fill expire; LIMIT_MAKER orders that would take are rejected, as on
 Binance.  Commission (default 0.1 %) is charged in the asset received, like Binance.
 
+Size (the one partial-fill rule): a resting limit order fills in full when a trade goes
+through its price, and when a trade is exactly at its price it fills only up to that trade's
+quantity, if the price source reports one (:meth:`PaperBroker.on_price` ``quantity``, shared
+by the orders resting at that price oldest first), staying PARTIALLY_FILLED with the rest
+resting.  The engine's price ticks are kline updates, which carry no trade quantity, so in the
+daemon a touch still fills in full; a partly filled order is cancelled or expired with what it
+filled kept (its unfilled part's funds released), as on Binance.
+
 Conditional orders (STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT, with a stop
 price and/or a trailing delta) follow :mod:`brokers.trigger_rules`, the simulator's rules:
 refused when they would trigger immediately, open but untriggered with their funds locked,
@@ -39,9 +47,9 @@ from brokers.models import (
     OrderRequest,
 )
 from brokers.paper_lists import PaperLists
-from brokers.paper_stops import PaperStops
+from brokers.paper_stops import PaperStops, Touch
 from brokers.protocol import ExecutionHandler, ListHandler
-from config.database import Database
+from storage import Database
 
 MIGRATIONS = ps.MIGRATIONS
 __all__ = ["MIGRATIONS", "PaperBroker"]
@@ -106,7 +114,9 @@ class PaperBroker:
                     "INSERT INTO paper_balances (asset, free, locked) VALUES (?, ?, '0')",
                     [(a, str(v)) for a, v in self._starting.items()],
                 )
-        for r in await self.db.fetchall("SELECT client_order_id, symbol FROM paper_orders WHERE status = 'NEW'"):
+        for r in await self.db.fetchall(
+            "SELECT client_order_id, symbol FROM paper_orders WHERE status IN ('NEW', 'PARTIALLY_FILLED')"
+        ):
             self._resting.setdefault(r["symbol"], set()).add(r["client_order_id"])
 
     def resting_symbols(self) -> list[str]:
@@ -115,7 +125,7 @@ class PaperBroker:
     def track(self, order: ExchangeOrder) -> None:
         """Keep :meth:`resting_symbols` in step with an order's status."""
         ids = self._resting.setdefault(order.symbol, set())
-        if order.status == "NEW":
+        if order.status in ps.OPEN_STATUSES:
             ids.add(order.client_order_id)
         else:
             ids.discard(order.client_order_id)
@@ -223,14 +233,23 @@ class PaperBroker:
         await ps.update_order(tx, row["client_order_id"], reserved=Decimal(0))
 
     async def execute(
-        self, tx: Any, client_order_id: str, rules: SymbolRules, price: Decimal, now: int
+        self,
+        tx: Any,
+        client_order_id: str,
+        rules: SymbolRules,
+        price: Decimal,
+        now: int,
+        quantity: Decimal | None = None,
     ) -> ExchangeOrder:
-        """Fill an open order whole at ``price`` now: its locked funds released, balances moved, the
-        trade recorded (inside ``tx``); raises InsufficientBalance when the account cannot pay."""
+        """Fill an open order at ``price`` now — what is left of it, or at most ``quantity`` of it
+        (PARTIALLY_FILLED while some is left): the share of its locked funds released, balances moved,
+        the trade recorded (inside ``tx``); raises InsufficientBalance when the account cannot pay."""
         row = await ps.order_row(tx, client_order_id)
         req = ps.request_of(row)
-        qty = Decimal(row["quantity"])
-        reserved = ps.reserved_of(row)
+        left = Decimal(row["quantity"]) - Decimal(row["executed_qty"])
+        qty = left if quantity is None else min(quantity, left)
+        held = ps.reserved_of(row)
+        reserved = held if qty == left else held * qty / left  # the filled share of what the order locks
         quote = qty * price
         base_free, base_locked = await ps.balance(tx, rules.base_asset)
         quote_free, quote_locked = await ps.balance(tx, rules.quote_asset)
@@ -257,8 +276,9 @@ class PaperBroker:
         await ps.set_balance(tx, rules.base_asset, base_free, base_locked)
         await ps.set_balance(tx, rules.quote_asset, quote_free, quote_locked)
         await ps.update_order(
-            tx, client_order_id, status="FILLED", executed_qty=qty, cumulative_quote=quote, updated_ms=now,
-            reserved=Decimal(0),
+            tx, client_order_id, status="FILLED" if qty == left else "PARTIALLY_FILLED",
+            executed_qty=Decimal(row["executed_qty"]) + qty, cumulative_quote=Decimal(row["cumulative_quote"]) + quote,
+            updated_ms=now, reserved=held - reserved,
         )  # fmt: skip
         fill = Fill(0, req.symbol, req.side, client_order_id, qty, price, commission, commission_asset, now)
         trade_id = await ps.insert_trade(tx, fill)
@@ -276,9 +296,11 @@ class PaperBroker:
         return ps.exchange_order(await ps.order_row(tx, client_order_id))
 
     # --- ticks ------------------------------------------------------------------------
-    async def on_price(self, symbol: str, price: Decimal) -> None:
+    async def on_price(self, symbol: str, price: Decimal, quantity: Decimal | None = None) -> None:
         """A trade at ``price``: move conditional orders' trigger state, fire those it triggers, and
-        fill resting limit orders it reaches (at their limit price)."""
+        fill resting limit orders it reaches (at their limit price); ``quantity``, when the source
+        reports the trade's size, bounds what orders resting exactly at ``price`` fill (the module
+        docstring's rule)."""
         if not self._resting.get(symbol):
             return
         rules = await self._rules(symbol)
@@ -288,15 +310,17 @@ class PaperBroker:
         lists: list[ExchangeList] = []
         async with self._lock:
             rows = await self.db.fetchall(
-                "SELECT * FROM paper_orders WHERE symbol = ? AND status = 'NEW' ORDER BY created_ms, order_id",
+                "SELECT * FROM paper_orders WHERE symbol = ? AND status IN ('NEW', 'PARTIALLY_FILLED')"
+                " ORDER BY created_ms, order_id",
                 (symbol,),
             )
+            touch = Touch(price, quantity)
             for r in rows:
                 async with self.db.transaction() as tx:
                     current = await ps.order_row(tx, r["client_order_id"])
-                    if current["status"] != "NEW":
+                    if current["status"] not in ps.OPEN_STATUSES:
                         continue  # an OCO's other leg, done by an earlier row
-                    changed = await self.stops.on_tick(tx, rules, current, price)
+                    changed = await self.stops.on_tick(tx, rules, current, touch)
                     if changed is not None:
                         more, more_lists = await self.lists.react(tx, rules, changed, price)
                         updates += [changed, *more]

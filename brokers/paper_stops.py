@@ -7,10 +7,13 @@ MAX_NUM_ALGO_ORDERS, "Order would trigger immediately."), its trigger and traili
 a STOP_LOSS / TAKE_PROFIT fills at once as a MARKET order (with the broker's slippage), a
 …_LIMIT order fills if marketable and otherwise rests like a LIMIT order.  The rules are
 :mod:`brokers.trigger_rules`, shared with the simulator; balances and fills are the broker's.
+A resting limit order (a LIMIT, or a triggered …_LIMIT) meets each trade as a :class:`Touch`,
+which carries the broker's one size rule (brokers/paper.py) into :meth:`PaperStops.on_tick`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,24 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 MAX_ALGO_ORDERS = 5
+
+
+@dataclass(slots=True)
+class Touch:
+    """One trade as the resting orders of its symbol meet it, oldest first: its ``price`` and, when the
+    price source reports it, the ``quantity`` still available to orders resting exactly at that price."""
+
+    price: Decimal
+    quantity: Decimal | None = None
+
+    def take(self, limit: Decimal, left: Decimal) -> Decimal | None:
+        """How much an order resting at ``limit`` with ``left`` to fill takes: None all of it (the trade
+        went through its price, or its size is unknown), else up to what the trade has left (0: none)."""
+        if self.quantity is None or self.price != limit:
+            return None
+        took = min(left, self.quantity)
+        self.quantity -= took
+        return took
 
 
 class PaperStops:
@@ -71,9 +92,10 @@ class PaperStops:
             )
             return ps.exchange_order(await ps.order_row(tx, req.client_order_id))
 
-    async def on_tick(self, tx: Any, rules: SymbolRules, row: Any, price: Decimal) -> ExchangeOrder | None:
-        """One open order against a trade at ``price``: the update if it changed visibly."""
+    async def on_tick(self, tx: Any, rules: SymbolRules, row: Any, touch: Touch) -> ExchangeOrder | None:
+        """One open order against a trade (``touch``): the update if it changed visibly."""
         now = ps.now_ms()
+        price = touch.price
         if row["type"] in STOP_TYPES and not row["triggered"]:
             state = tr.TriggerState(
                 row["type"], row["side"],
@@ -88,7 +110,10 @@ class PaperStops:
             return await self.fire(tx, rules, row, price, now)
         limit = Decimal(row["price"])
         if (row["side"] == "BUY" and price <= limit) or (row["side"] == "SELL" and price >= limit):
-            return await self.broker.execute(tx, row["client_order_id"], rules, limit, now)
+            took = touch.take(limit, Decimal(row["quantity"]) - Decimal(row["executed_qty"]))
+            if took is not None and took <= 0:
+                return None  # the trade at its price went to orders resting before it
+            return await self.broker.execute(tx, row["client_order_id"], rules, limit, now, took)
         return None
 
     async def fire(self, tx: Any, rules: SymbolRules, row: Any, last: Decimal, now: int) -> ExchangeOrder:

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.models import ExchangeList, ExchangeOrder, Fill, OrderRequest
-from config.database import Migrations
+from storage import Migrations
 
 MIGRATIONS = Migrations(
     "brokers.paper",

@@ -29,8 +29,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from brokers.suspensions import PrincipalRevoked, Suspension, TradingSuspended
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount, unreachable_as
+from storage import Migrations, PostgresDatabase, rowcount, unreachable_as
 
 PG_SUSPENSION_MIGRATIONS = Migrations(
     "brokers.suspensions",

@@ -49,7 +49,7 @@ import structlog
 from brokers.models import OPEN, Actor, BrokerError
 from brokers.order_args import OrderInputError
 from brokers.order_checks import LimitExceeded
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 log = structlog.get_logger(__name__)
 
@@ -193,7 +193,7 @@ class DeferredCancels(Protocol):
 
 
 class SuspensionStore:
-    """The suspension rows and the cancel requests through the shared :class:`~config.database.Database`."""
+    """The suspension rows and the cancel requests through the shared :class:`~storage.sqlite.Database`."""
 
     def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
         self.db = db

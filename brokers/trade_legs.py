@@ -31,7 +31,7 @@ from brokers.order_args import OrderInputError, parse_order
 from brokers.order_store import OrderRow
 from brokers.service import OrderService
 from brokers.trade_simulation import Code, refusal_code, unlisted
-from config.postgres import StorageUnavailable
+from storage import StorageUnavailable
 
 log = structlog.get_logger(__name__)
 

@@ -25,7 +25,7 @@ from brokers.models import Fill
 from brokers.order_store import fill_of
 from brokers.positions import positions_from_fills
 from brokers.protocol import Broker
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 FILLS_MIGRATION = """
     CREATE TABLE cluster_account_fills (

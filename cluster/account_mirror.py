@@ -37,8 +37,7 @@ from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
 from cluster.intent_listing import intent_listing
 from cluster.list_intents import leg_listings, refresh_lists
 from cluster.orders import ORDER_JSON, REQUEST_JSON
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
+from storage import Migrations, PostgresDatabase, StorageUnavailable, unreachable_as
 
 log = structlog.get_logger(__name__)
 

@@ -10,10 +10,12 @@ on PostgreSQL, with the cluster's once-only sending (cluster/orders.py, cluster/
    legs at one reference price (cluster/leader_admission.py ``check_bracket``), counting the entry
    plus the larger exit leg against the daily limit in the entry's fenced admission.  The exit is
    never counted again.
-3. **Released** (:func:`release_due`, every leader round): an exit whose entry's answer says
-   FILLED — from the order's answer, a settlement or the account mirror — is sized to what the entry
-   acquired (its quantity less a commission taken in the base asset, from the answer's fills or the
-   trades the account mirror stored, rounded down to the LOT_SIZE step) and claimed in one transaction fenced by
+3. **Released** (:func:`release_due`, every leader round): an exit whose entry is done with something
+   filled — FILLED, or CANCELED / EXPIRED after a partial fill, from the order's answer, a settlement or
+   the account mirror — is sized to what the entry acquired (brokers/brackets.py ``exit_quantity``, the
+   single node's rule: its executed quantity less a commission taken in the base asset, from the answer's
+   fills or the trades the account mirror stored, at most the planned quantity, rounded down to the
+   LOT_SIZE step) and claimed in one transaction fenced by
    the lease that also reads the halt switch: ``waiting`` → ``sending`` under the leader's token.
    Halted: it stays ``waiting`` and goes out after the resume.  Only then is it signed and sent
    (``list_intents.send_claimed``); the answer is recorded as any list's.
@@ -21,25 +23,37 @@ on PostgreSQL, with the cluster's once-only sending (cluster/orders.py, cluster/
    leader settles it by ``listClientOrderId`` after the exchange's ``recvWindow`` — found →
    ``placed``; never received → ``waiting`` again, so it is released (and sent) once more: an exit
    protects a position already held, so it is not dropped like an order whose caller can retry.
-5. **Void**: an entry rejected, withdrawn, cancelled or expired (even partly filled, as on a single
-   node) never gets its exit — ``void``; ``cancel_order`` on a waiting exit voids it too.
+5. **Rate-limited**: the exchange refusing the send for the account's order rate (HTTP 429, -1015:
+   a definite "not placed", :class:`RateLimitedError`) does not end the exit either: in one fenced
+   transaction it goes ``sending`` → ``waiting`` again (its legs' rows are the list's membership,
+   recorded with the intent, and stay), its answer the refusal with a not-before time —
+   PostgreSQL's clock plus ``Retry-After`` — that every leader's release honours, so it is claimed
+   and sent again, with the same ids, once the wait is over.  A real refusal (balance, filters)
+   is ``rejected``.
+6. **Void**: an entry rejected, withdrawn, or cancelled or expired with nothing filled never gets its
+   exit — ``void`` (as on a single node), nor does one whose fill is less than one LOT_SIZE step after
+   fees; ``cancel_order`` on a waiting exit voids it too.
 
 A front answers ``place_order`` with the entry's answer and the exit as ``bracket``, waiting up to
 its answer time for the exit once the entry filled (``placed`` with its legs, ``rejected`` with the
-exchange's reason, ``waiting`` while trading is halted).
+exchange's reason, ``waiting`` while trading is halted or until a rate limit's wait is over).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import asyncpg
 import orjson
 import structlog
 
-from brokers.models import TERMINAL, BrokerError, ExchangeOrder, ListRequest, OrderRequest
+from brokers.brackets import exit_quantity
+from brokers.models import TERMINAL, BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
+from brokers.trade_simulation import refusal_code
 from cluster import list_intents
 from cluster.halt import ClusterHalted, check_not_halted_in, read_in
 from cluster.lease import Lease
@@ -51,7 +65,7 @@ from cluster.orders import (
     answer_of,
     record_intent_in,
 )
-from config.postgres import PostgresDatabase, unreachable_as
+from storage import UNREACHABLE, PostgresDatabase, unreachable_as
 
 if TYPE_CHECKING:
     from cluster.order_leader import OrderLeader
@@ -84,6 +98,8 @@ async def exit_view(intents: OrderIntents, account: str, exit_oco: ListRequest, 
         row = await db.fetchrow(read, list_id)
         if row is None or row["state"] in ("placed", "rejected", "void"):
             return row
+        if row["state"] == "waiting" and retry_at(row["answer"]) is not None:
+            return row  # refused for the order rate: sent again after Retry-After, not within this answer
         return row if row["state"] == "waiting" and (await read_in(db, account)).halted else None
 
     with unreachable_as("bracket not read", db.where):
@@ -100,11 +116,17 @@ async def exit_view(intents: OrderIntents, account: str, exit_oco: ListRequest, 
     elif state == "waiting":
         with unreachable_as("bracket not read", db.where):
             halted = (await read_in(db, account)).halted
-        view["note"] = (
-            "trading is halted: the order leader places the exit OCO when trading resumes"
-            if halted
-            else "the order leader places the exit OCO once the entry has filled"
-        )
+        not_before = retry_at(row["answer"]) if row is not None else None
+        if halted:
+            view["note"] = "trading is halted: the order leader places the exit OCO when trading resumes"
+        elif not_before is not None:
+            view["error"] = answer_of(row).error
+            view["note"] = (
+                "the exchange's order rate limit refused the exit OCO (nothing was placed); the order leader "
+                f"sends it again after {_iso(not_before)}"
+            )
+        else:
+            view["note"] = "the order leader places the exit OCO once the entry has filled"
     else:
         view["state"] = "claimed"
         view["note"] = "the order leader is sending the exit OCO; get_orders shows it (it is never sent twice)"
@@ -136,7 +158,9 @@ async def release_due(leader: OrderLeader) -> int:
     rows = await leader.db.fetch(
         "SELECT x.client_order_id, x.request, e.state AS entry_state, e.answer AS entry_answer"
         " FROM cluster_order_intents x JOIN cluster_order_intents e ON e.client_order_id = x.entry_client_order_id"
-        " WHERE x.account = $1 AND x.state = 'waiting' AND e.state IN ('placed', 'rejected') ORDER BY x.created_at",
+        " WHERE x.account = $1 AND x.state = 'waiting' AND e.state IN ('placed', 'rejected')"
+        " AND COALESCE((x.answer::jsonb ->> 'not_before')::float8, 0) <= extract(epoch FROM clock_timestamp())"
+        " ORDER BY x.created_at",
         leader.account,
     )
     if rows and (await read_in(leader.db, leader.account)).halted:
@@ -156,15 +180,22 @@ async def _release(leader: OrderLeader, lease: Lease, row: Any) -> int:
     if row["entry_state"] == "rejected" or entry is None:
         why = f"bracket void: its entry was not placed ({body.get('error') or 'rejected'})"
         return int(await void_waiting(leader.db, list_id, why))
-    if entry.status != "FILLED":
-        if entry.status not in TERMINAL:
-            return 0  # still working (a stop entry): the account mirror brings its fill
-        why = f"bracket void: its entry ended {entry.status} (filled {entry.executed_qty} of {entry.orig_qty})"
+    if entry.status not in TERMINAL:
+        return 0  # still working (a stop entry, a partly filled limit): the account mirror brings its end
+    if entry.executed_qty <= 0:
+        why = f"bracket void: its entry ended {entry.status} with nothing filled (of {entry.orig_qty})"
         return int(await void_waiting(leader.db, list_id, why))
     req = await _sized(leader, LIST_REQUEST_JSON.validate_json(row["request"]), entry)
+    if req == "nothing":
+        why = f"bracket void: its entry filled {entry.executed_qty}, less than one LOT_SIZE step after fees"
+        return int(await void_waiting(leader.db, list_id, why))
     if req is None or not await _claim(leader, lease, req):
         return 0
-    await list_intents.send_claimed(leader, req, lease)
+    try:
+        await list_intents.send_claimed(leader, req, lease, raise_rate_limited=True)
+    except RateLimitedError as exc:  # not placed: armed again, not before Retry-After
+        await _rate_limited(leader, lease, req, entry, exc)
+        return 0
     answer = await leader.db.fetchrow(
         "SELECT state, answer FROM cluster_order_intents WHERE client_order_id = $1", list_id
     )
@@ -173,9 +204,11 @@ async def _release(leader: OrderLeader, lease: Lease, row: Any) -> int:
     return 1
 
 
-async def _sized(leader: OrderLeader, req: ListRequest, entry: ExchangeOrder) -> ListRequest | None:
+async def _sized(
+    leader: OrderLeader, req: ListRequest, entry: ExchangeOrder
+) -> ListRequest | Literal["nothing"] | None:
     """The exit for what the entry acquired; None when the rules or the entry's fills cannot be read
-    now (the next round tries again)."""
+    now (the next round tries again), ``"nothing"`` when nothing is left to exit."""
     try:
         rules = await leader.broker.rules(req.symbol)
     except BrokerError as exc:
@@ -196,13 +229,13 @@ async def _sized(leader: OrderLeader, req: ListRequest, entry: ExchangeOrder) ->
     if rules is None or sum((q for q, _, _ in fills), Decimal(0)) < entry.executed_qty:
         return None  # the mirror stores the entry's trades within one refresh
     assert req.stop.quantity is not None
-    qty = req.stop.quantity
-    if entry.side == "BUY":  # the exit sells what arrived: less a commission taken in the base asset
-        fee = sum((c for _, c, asset in fills if asset == rules.base_asset), Decimal(0))
-        qty = min(qty, entry.executed_qty - fee)
-    if rules.step_size > 0:
-        qty = (qty // rules.step_size) * rules.step_size
-    if qty <= 0 or qty == req.stop.quantity:
+    fee = sum((c for _, c, asset in fills if asset == rules.base_asset), Decimal(0))
+    qty = exit_quantity(
+        req.stop.quantity, entry_side=entry.side, executed=entry.executed_qty, base_fee=fee, step=rules.step_size
+    )
+    if qty <= 0:
+        return "nothing"
+    if qty == req.stop.quantity:
         return req
     return dataclasses.replace(
         req,
@@ -222,9 +255,56 @@ async def _claim(leader: OrderLeader, lease: Lease, req: ListRequest) -> bool:
             return False  # placed by a round after the resume
         tag = await conn.execute(
             "UPDATE cluster_order_intents SET state = 'sending', sender_token = $2, claimed_at = clock_timestamp(),"
-            " request = $3 WHERE client_order_id = $1 AND state = 'waiting'",
+            " request = $3, answer = NULL WHERE client_order_id = $1 AND state = 'waiting'",
             req.list_client_id,
             lease.token,
             LIST_REQUEST_JSON.dump_json(req).decode(),
         )
     return not tag.endswith(" 0")
+
+
+async def _rate_limited(
+    leader: OrderLeader, lease: Lease, req: ListRequest, entry: ExchangeOrder, exc: RateLimitedError
+) -> None:
+    """``sending`` → ``waiting`` under this leader's token, the refusal and its not-before (PostgreSQL's
+    clock + Retry-After, epoch seconds) as the answer; the waiting front is woken.  PostgreSQL away: the
+    intent is recorded ``unknown`` (kept until it is back), so it is settled by its listClientOrderId —
+    absent, it is armed again (cluster/list_intents.py ``settle``)."""
+    cid = req.list_client_id
+    try:
+        async with leader.db.transaction() as conn:
+            not_before = await conn.fetchval(
+                "UPDATE cluster_order_intents SET state = 'waiting', sender_token = NULL, claimed_at = NULL,"
+                " answered_at = NULL, answer = jsonb_build_object('error', $3::text, 'code', $4::text,"
+                " 'not_before', extract(epoch FROM clock_timestamp())::float8 + $5::float8)::text"
+                " WHERE client_order_id = $1 AND sender_token = $2 AND state = 'sending'"
+                " RETURNING (answer::jsonb ->> 'not_before')::float8",
+                cid,
+                lease.token,
+                str(exc),
+                refusal_code(exc),
+                exc.retry_after_s,
+            )
+            if not_before is not None:
+                await conn.execute("SELECT pg_notify($1, $2)", ANSWERS_CHANNEL, cid)
+    except (*UNREACHABLE, asyncpg.PostgresError) as err:
+        log.warning("bracket_exit_not_rearmed", list_client_id=cid, error=repr(err))
+        await leader.record(cid, lease.token, "unknown", {"error": str(exc)})
+        return
+    if not_before is not None:
+        log.warning(
+            "bracket_exit_rate_limited", list_client_id=cid, entry=entry.client_order_id,
+            retry_at=_iso(not_before), retry_after_s=exc.retry_after_s, error=str(exc),
+        )  # fmt: skip
+
+
+def retry_at(answer_text: str | None) -> float | None:
+    """A waiting exit's not-before (epoch seconds) after an order-rate refusal; None when it has none."""
+    if not answer_text:
+        return None
+    value = orjson.loads(answer_text).get("not_before")
+    return None if value is None else float(value)
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.ceil(t)))

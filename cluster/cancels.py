@@ -39,7 +39,7 @@ from brokers.protocol import Broker
 from cluster import bracket_exits, list_intents
 from cluster.lease import Lease
 from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
-from config.postgres import PostgresDatabase, unreachable_as
+from storage import PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
 

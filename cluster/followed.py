@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount
+from storage import Migrations, PostgresDatabase, rowcount
 
 FOLLOWED_MIGRATIONS = Migrations(
     "cluster_followed",

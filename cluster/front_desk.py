@@ -45,7 +45,7 @@ from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
 from cluster.halt import read_in
 from cluster.leader_admission import USED_SQL
-from config.postgres import PostgresDatabase, StorageUnavailable, unreachable_as
+from storage import PostgresDatabase, StorageUnavailable, unreachable_as
 
 log = structlog.get_logger(__name__)
 

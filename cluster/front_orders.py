@@ -39,7 +39,7 @@ from brokers.service import UNATTENDED_PREFIX
 from cluster import bracket_exits, list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents
-from config.postgres import StorageUnavailable
+from storage import StorageUnavailable
 
 
 class FrontOrders:

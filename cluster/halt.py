@@ -39,8 +39,7 @@ import structlog
 
 from brokers.halt import HALTED_MESSAGE, HaltState, held_note
 from brokers.halt_authority import HaltAuthority, HaltRefused
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, unreachable_as
+from storage import Migrations, PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
 

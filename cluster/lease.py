@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase
+from storage import Migrations, PostgresDatabase
 
 LEASE_MIGRATIONS = Migrations(
     "cluster_leases",
@@ -142,7 +141,7 @@ class Leases:
 
         A holder's fenced transaction in progress keeps the row locked; a candidate waits at most
         ``lock_wait_s`` for it (then None: try again later) — a paused holder's transaction is
-        ended by the server's ``idle_in_transaction_session_timeout`` (config/postgres.py)."""
+        ended by the server's ``idle_in_transaction_session_timeout`` (storage/postgres.py)."""
         if ttl_s <= 0:
             raise ValueError(f"lease ttl_s must be positive, got {ttl_s}")
         sent = time.monotonic()

@@ -26,7 +26,8 @@ states of an order's intent and keeps their guarantees (cluster/orders.py):
 A bracket on a limit entry (``place_order`` with ``bracket``) is one OTOCO list intent — the entry
 working, its exit pending — as a single node sends it (cluster/front_orders.py).  On a market entry
 the exit is an OCO list intent ``waiting`` for the entry's fill, released by the leader
-(cluster/bracket_exits.py); :func:`settle` arms such an exit again when the exchange never received it.
+(cluster/bracket_exits.py); :func:`settle` arms such an exit again when the exchange never received it,
+and the release arms it again when the exchange refused it for the order rate (:func:`send_claimed`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from brokers.models import (
     ListRequest,
     OrderRejected,
     OutcomeUnknown,
+    RateLimitedError,
     state_name,
 )
 from brokers.trade_simulation import refusal_code
@@ -179,8 +181,14 @@ async def send(leader: OrderLeader, request_json: str, lease: Lease) -> bool:
     return await send_claimed(leader, req, lease)
 
 
-async def send_claimed(leader: OrderLeader, req: ListRequest, lease: Lease) -> bool:
-    """Send a list intent this leader claimed and admitted, recording the answer (:func:`send`)."""
+async def send_claimed(
+    leader: OrderLeader, req: ListRequest, lease: Lease, *, raise_rate_limited: bool = False
+) -> bool:
+    """Send a list intent this leader claimed and admitted, recording the answer (:func:`send`).
+
+    ``raise_rate_limited`` (a bracket's exit, cluster/bracket_exits.py): a :class:`RateLimitedError` — a
+    definite "not placed" — is raised with nothing recorded, the intent left ``sending`` under this
+    leader's token for the caller to put back to ``waiting``; otherwise it is ``rejected`` as any refusal."""
     cid = req.list_client_id
     stamp = leader.broker.exchange_time_ms()
     if not lease.may_act():
@@ -193,6 +201,8 @@ async def send_claimed(leader: OrderLeader, req: ListRequest, lease: Lease) -> b
         await leader.record(cid, lease.token, "unknown", {"error": str(exc)})
         return True
     except (OrderRejected, BrokerError) as exc:
+        if raise_rate_limited and isinstance(exc, RateLimitedError):
+            raise
         await leader.record(cid, lease.token, "rejected", {"error": str(exc), "code": refusal_code(exc)})
         return True
     except Exception as exc:  # whatever failed, the request may have left: settle by asking

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase
+from storage import Migrations, PostgresDatabase
 
 MARK_MIGRATIONS = Migrations(
     "cluster_marks",

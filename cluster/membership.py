@@ -22,8 +22,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount
+from storage import Migrations, PostgresDatabase, rowcount
 
 MEMBER_MIGRATIONS = Migrations(
     "cluster_members",

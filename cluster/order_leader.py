@@ -51,7 +51,7 @@ from cluster.orders import (
     State,
     lease_name,
 )
-from config.postgres import UNREACHABLE, PostgresDatabase
+from storage import UNREACHABLE, PostgresDatabase
 
 log = structlog.get_logger(__name__)
 

@@ -50,8 +50,7 @@ import structlog
 from pydantic import TypeAdapter
 
 from brokers.models import ExchangeList, ExchangeOrder, ListRequest, OrderRequest
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, unreachable_as
+from storage import Migrations, PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
 

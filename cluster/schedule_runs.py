@@ -31,7 +31,7 @@ from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.spec import ScheduleInputError, iso
 from brokers.schedules.store import ScheduleRow
 from cluster.orders import record_intent_in
-from config.postgres import unreachable_as
+from storage import unreachable_as
 
 log = structlog.get_logger(__name__)
 

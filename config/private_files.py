@@ -4,7 +4,7 @@
 directory that is not the data dir's alone (sticky bit like /tmp, another user's, the home
 directory), which is only warned about; :func:`secure_private_file` creates a file 0600 or
 tightens it; :func:`tighten_private` is the chmod-with-a-warning both use (and the daemon uses
-for trades.log and the token marker).  Split from config/database.py, which calls it before
+for trades.log and the token marker).  Split from storage/sqlite.py, which calls it before
 SQLite opens the database.
 """
 

@@ -41,7 +41,7 @@ class Settings(ClusterSettings):
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Addresses (IPs or CIDR networks) of reverse proxies whose X-Forwarded-For / -Proto are believed.
     Empty (default): forwarded headers are ignored and the TCP peer is the client.
-    Behind the README's nginx on the same host: ["127.0.0.1"]."""
+    Behind the nginx of docs/operations.md on the same host: ["127.0.0.1"]."""
     dashboard_enabled: bool = True
     """Serve the operator's web dashboard at /ui (sign-in with the operator passphrase)."""
     metrics_require_token: bool = False
@@ -136,7 +136,8 @@ class Settings(ClusterSettings):
     max_streams_per_principal: int = Field(default=8, ge=1, le=1000)
     """Open notification streams (GET /mcp, /sse) one token may hold; a new one past it closes the oldest."""
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
-    """Notification channels, ``[channels.NAME]`` tables with kind = "webhook" | "telegram" | "ntfy" (README)."""
+    """Notification channels, ``[channels.NAME]`` tables with kind = "webhook" | "telegram" | "ntfy"
+    (docs/channels.md)."""
     notify_all_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Channels that receive every principal's notifications (names of [channels.NAME] tables)."""
     channel_max_age_s: float = Field(default=86400.0, gt=0, le=30 * 86400)

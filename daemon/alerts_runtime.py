@@ -18,14 +18,14 @@ from alerts.service import AlertService
 from alerts.store import AlertStore, QueueLimits
 from brokers.service import OrderService
 from config import Settings
-from config.database import Database
 from daemon.alert_actions import OrderActionExecutor
 from daemon.channels_runtime import running_channels
-from daemon.scheduler import DaemonScheduler
+from daemon.scheduler import DaemonScheduler, Job
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.feed.protocol import SymbolCatalogue
 from engine.live import LiveEngine
+from storage import Database
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ def engine_default_interval(settings: Settings) -> str:
     return to_binance(settings.intervals[0]) if settings.intervals else "4h"
 
 
-def _discard(job):  # type: ignore[no-untyped-def]
+def _discard(job: Job) -> Job:
     async def run() -> None:
         await job()
 

@@ -16,9 +16,9 @@ from alerts.channels.sender import OutboxSender
 from alerts.outbox_store import OutboxStore
 from alerts.store import AlertStore
 from config import Settings
-from config.database import Database
 from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
+from storage import Database
 
 KEEP_FINISHED_S = 7 * 86400.0
 """Delivered and failed rows are kept this long (the dashboard's and /status's history), then pruned."""

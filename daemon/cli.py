@@ -33,10 +33,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from config import ConfigFileError, Settings, load_settings
-from config.database import DatabaseError
-from config.private_files import PRIVATE_UMASK
+from config import PRIVATE_UMASK, ConfigFileError, Settings, load_settings
 from daemon.logging import configure_logging
+from storage import DatabaseError
 
 SUBCOMMANDS = (
     "sim-exchange", "token", "passphrase", "oauth", "dashboard", "trading", "cluster", "worker", "leader",

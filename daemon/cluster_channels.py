@@ -39,8 +39,8 @@ from alerts.channels.sender import OutboxSender
 from alerts.pg_outbox import OUTBOX_CHANNEL, PgOutboxStore
 from cluster.lease import Lease, LeaseLost, Leases
 from config import Settings
-from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.channels_runtime import KEEP_FINISHED_S
+from storage import UNREACHABLE, PostgresDatabase, StorageUnavailable
 
 log = structlog.get_logger(__name__)
 

@@ -1,7 +1,7 @@
 """``chartgen cluster migrate | status``: the cluster's PostgreSQL, for the operator.
 
 ``migrate`` applies the PostgreSQL schema of every cluster package (alerts, leases, membership,
-order intents, hand-over marks, bearer tokens, OAuth, …; config/postgres.py: all pending steps in one
+order intents, hand-over marks, bearer tokens, OAuth, …; storage/postgres.py: all pending steps in one
 transaction, a newer database refused).  ``status`` shows what the cluster's state says now: the
 members and whether each is live, the leases (who leads which exchange account, with its fencing
 token; the lease ``channels`` names the worker delivering the notification channels), the order
@@ -42,13 +42,12 @@ from cluster.marks import MARK_MIGRATIONS, MarketMarks
 from cluster.membership import MEMBER_MIGRATIONS, Membership, assign
 from cluster.orders import ORDER_MIGRATIONS
 from config import ConfigFileError, load_settings
-from config.migrations import DatabaseError, Migrations
-from config.postgres import PostgresDatabase
 from daemon.cluster_follow import FollowError, run_follow
 from dashboard.pg_sessions import PG_SESSION_MIGRATIONS
 from mcp_bridge.oauth.pg_store import PG_OAUTH_MIGRATIONS
 from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
 from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
+from storage import DatabaseError, Migrations, PostgresDatabase
 
 NO_CLUSTER_DSN = (
     "no postgres_dsn: set CHARTGEN_POSTGRES_DSN, postgres_dsn in the settings file or the systemd credential"
@@ -160,6 +159,7 @@ async def collect(db: PostgresDatabase, liveness_s: float) -> dict[str, Any]:
         "SELECT COUNT(*) AS n, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(requested_at)), 0) AS oldest_s"
         " FROM cluster_order_cancels WHERE state = 'queued'"
     )
+    assert actions is not None and cancels is not None  # an aggregate without GROUP BY has one row
     channels = await PgOutboxStore(db).counts()
     followed = await FollowedMarkets(db).all()
     by_account: dict[str, dict[str, int]] = {}

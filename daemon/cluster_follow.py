@@ -19,12 +19,12 @@ from cluster.bus_commands import Command, CommandName, send_command
 from cluster.bus_errors import BusError
 from cluster.followed import FollowedMarkets
 from config import Settings
-from config.postgres import PostgresDatabase
 from daemon.push_bus import BusSettingsError, connect_bus
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
 from engine.market_data.intervals import to_binance
 from engine.market_data.symbol_directory import SymbolDirectory
+from storage import PostgresDatabase
 
 
 class FollowError(ValueError):

@@ -20,13 +20,13 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from config import Settings
-from config.database import DatabaseError
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from dashboard.pg_sessions import PgSessionStore
 from dashboard.sessions import LINK_S, SessionStore
+from storage import DatabaseError
 
 
 def _parser() -> argparse.ArgumentParser:

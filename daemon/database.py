@@ -23,14 +23,13 @@ from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
 from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
 from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
 from brokers.suspensions import MIGRATIONS as SUSPENSION_MIGRATIONS
-from config import Settings
-from config.database import Database, Migrations
-from config.private_files import PRIVATE_FILE_MODE, tighten_private
+from config import PRIVATE_FILE_MODE, Settings, tighten_private
 from dashboard.sessions import MIGRATIONS as DASHBOARD_MIGRATIONS
 from mcp_bridge.journal_store import MIGRATIONS as JOURNAL_MIGRATIONS
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
 from mcp_bridge.token_cache import marker_for
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
+from storage import Database, Migrations
 
 log = structlog.get_logger(__name__)
 

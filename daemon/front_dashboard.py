@@ -49,15 +49,16 @@ from cluster.followed import UNIVERSE_SQL
 from cluster.marks import MarketMarks
 from cluster.membership import Membership, owner_of
 from config import Settings
-from config.postgres import PostgresDatabase, StorageUnavailable
 from daemon.dashboard_runtime import dashboard_setup
 from daemon.front_runtime import Front, quiet
+from daemon.scheduler import DaemonScheduler
 from dashboard.api import fill_view
 from engine.events import Tick
 from engine.market_data.intervals import interval_seconds
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tools import Services
+from storage import PostgresDatabase, StorageUnavailable
 
 FIRED_WATCH_S = 2.0
 """How often a front looks for new firings (for its open dashboard pages)."""
@@ -252,14 +253,15 @@ def front_dashboard(
 ) -> list[BaseRoute]:
     """A front's /ui routes (none when the dashboard is switched off); ``status`` is its /status."""
     tokens, view = services.tokens, services.front_account
-    if not isinstance(tokens, PgTokenStore) or view is None:
+    if not isinstance(tokens, PgTokenStore) or not isinstance(view, AccountView):
         return []
     configured = [f"{s} {i}" for s in settings.symbols for i in settings.intervals]
     pages = FrontPages(tokens.db, view, front.membership, configured=configured, prices=front.prices)
     health = front_status(status, pages)
     watch = FiredWatch(tokens.db)
-    if services.scheduler is not None:
-        services.scheduler.every("dashboard-fired-watch", FIRED_WATCH_S, quiet(watch.check))
-        services.scheduler.run_soon("dashboard-fired-watch")  # the first read now: pages open from here on
+    scheduler = services.scheduler
+    if isinstance(scheduler, DaemonScheduler):  # Services holds it as the tools' JobStatus
+        scheduler.every("dashboard-fired-watch", FIRED_WATCH_S, quiet(watch.check))
+        scheduler.run_soon("dashboard-fired-watch")  # the first read now: pages open from here on
     ticks = pages.ticks if front.prices is not None else None
     return dashboard_setup(settings, services, health, attempts, cluster=pages, notified=watch.listeners, ticks=ticks)

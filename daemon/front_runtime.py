@@ -81,13 +81,11 @@ from cluster.membership import Membership, new_member_id
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
 from cluster.schedule_runs import IntentRuns
 from config import Settings
-from config.migrations import DatabaseError
-from config.postgres import UNREACHABLE, StorageUnavailable
 from daemon.alerts_runtime import engine_default_interval
 from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.push_bus import BusPushListener, BusSettingsError, connect_bus
-from daemon.scheduler import DaemonScheduler
+from daemon.scheduler import DaemonScheduler, Job
 from daemon.services import agent_settings, chart_service, journal_limits, market_data, testnet_endpoints
 from daemon.supervisor import Supervisor
 from engine.market_data.binance_rest import BinanceRest
@@ -95,6 +93,7 @@ from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.pg_journal import PgJournalStore
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tools import Services
+from storage import UNREACHABLE, DatabaseError, StorageUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -121,7 +120,7 @@ class FrontError(DatabaseError):
 
 
 class PushListener(Protocol):
-    """Where a front hears of new push frames: :class:`config.postgres.Listener` (bus = "local") or
+    """Where a front hears of new push frames: :class:`storage.postgres.Listener` (bus = "local") or
     :class:`daemon.push_bus.BusPushListener` (bus = "nats")."""
 
     @property
@@ -237,7 +236,7 @@ async def front_services(settings: Settings, *, address: str = "") -> AsyncItera
             check_symbol=directory.check,
             max_alerts_per_principal=settings.alerts_max_per_client,
             channels=settings.channels,
-            executor=ClusterActionExecutor(  # type: ignore[arg-type]  # its commit_in is async (PostgreSQL)
+            executor=ClusterActionExecutor(
                 intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
             ),
         )
@@ -335,7 +334,7 @@ async def _leave(front: Front) -> None:
         await front.membership.leave(front.member_id)
 
 
-def quiet(job):  # type: ignore[no-untyped-def]
+def quiet(job: Job) -> Job:
     """A status job (or the dashboard's watch) that skips a round while PostgreSQL is away (the
     heartbeat reports the outage)."""
 
@@ -346,14 +345,14 @@ def quiet(job):  # type: ignore[no-untyped-def]
     return run
 
 
-def _relay_sweep(relay: PushRelay):  # type: ignore[no-untyped-def]
+def _relay_sweep(relay: PushRelay) -> Job:
     async def sweep() -> None:
         relay.sweep()
 
     return sweep
 
 
-def _sweeper(store: PgAlertStore):  # type: ignore[no-untyped-def]
+def _sweeper(store: PgAlertStore) -> Job:
     async def sweep() -> None:
         await store.sweep(time.time())
 

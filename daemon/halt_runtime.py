@@ -21,9 +21,9 @@ import structlog
 from brokers.halt import HaltStore
 from brokers.halt_switch import HaltSwitch
 from brokers.service import OrderService
-from config.database import Database
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
+from storage import Database
 
 log = structlog.get_logger(__name__)
 

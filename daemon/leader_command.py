@@ -44,16 +44,16 @@ from cluster.membership import Membership, new_member_id
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.schedule_runs import IntentRuns
 from config import Settings
-from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.http_server import serving
 from daemon.leader_schedules import SYNC_S, LeaderSchedules
 from daemon.metrics import CONTENT_TYPE
 from daemon.role_command import role_parser, run_role, stop_event
-from daemon.scheduler import DaemonScheduler
+from daemon.scheduler import DaemonScheduler, Job
 from daemon.sd_notify import Notifier
 from daemon.services import testnet_endpoints
 from daemon.supervisor import Supervisor
+from storage import UNREACHABLE, PostgresDatabase, StorageUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -195,7 +195,7 @@ async def run_leader_role(settings: Settings, *, http_port: int | None = None) -
         await db.close()
 
 
-def _mirror_job(mirror: AccountMirror, leader: OrderLeader):  # type: ignore[no-untyped-def]
+def _mirror_job(mirror: AccountMirror, leader: OrderLeader) -> Job:
     async def run() -> None:  # the lease holder only: one writer, and the one with the keys in use
         if leader.leading:
             await mirror.refresh()  # the exchange or PostgreSQL away: the scheduler logs it; the snapshot ages
@@ -209,7 +209,7 @@ async def _log_lines(lines: Sequence[str]) -> None:
         log.info("schedule_audit", line=line)
 
 
-def _time_sync(broker: BinanceBroker):  # type: ignore[no-untyped-def]
+def _time_sync(broker: BinanceBroker) -> Job:
     async def run() -> None:  # the exchange away: the job fails, the last offset stays
         await broker.sync_time()
 

@@ -12,12 +12,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import structlog
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from alerts.channels.sender import OutboxSender
 from mcp_bridge.tools import Services
+from storage import StorageUnavailable
+
+log = structlog.get_logger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -149,13 +153,12 @@ class DaemonMetrics:
     async def render(self) -> bytes:
         alerts = self.services.alerts
         if alerts is not None:
-            row: Any = await alerts.store.db.fetchone(
-                "SELECT (SELECT COUNT(*) FROM push_queue WHERE delivered = 0) AS push,"
-                " (SELECT COUNT(*) FROM notifications) AS poll",
-                (),
-            )
-            if row is not None:
-                self._queues.update(push=float(row["push"]), poll=float(row["poll"]))
+            try:  # a front's PostgreSQL may be away: the gauges keep their last values
+                push, poll = await alerts.store.queue_sizes()
+            except StorageUnavailable as exc:
+                log.warning("metrics_queue_sizes_unavailable", error=str(exc))
+            else:
+                self._queues.update(push=float(push), poll=float(poll))
         channels = getattr(self.services, "channels", None)
         if channels is not None:
             self._channel_counts.clear()

@@ -28,9 +28,10 @@ from engine.charts.service import ChartRequest
 from engine.indicators.params import IndicatorError
 from engine.indicators.registry import parse_requests
 from engine.market_data.errors import MarketDataError
-from mcp_bridge.http_app import build_http_app
+from mcp_bridge.http_app import Authenticate, build_http_app
 from mcp_bridge.identity import Caller
 from mcp_bridge.oauth.attempts import PassphraseAttempts
+from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.server import build_server
 from mcp_bridge.stdio import serve_stdio
@@ -320,7 +321,7 @@ async def daemon_status_with_channels(services: Services, front: Front | None = 
     return out
 
 
-def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-def]
+def token_authenticator(tokens: TokenStore | PgTokenStore | None) -> Authenticate | None:
     """Bearer token → the caller (principal and scopes) through the token store (None: nothing authenticates)."""
     if tokens is None:
         return None
@@ -332,7 +333,7 @@ def token_authenticator(tokens: TokenStore | None):  # type: ignore[no-untyped-d
     return authenticate
 
 
-async def demo_token(tokens: TokenStore) -> str:
+async def demo_token(tokens: TokenStore | PgTokenStore) -> str:
     """A fresh token for the offline demo (--sim); the previous demo token is revoked.
 
     Every run's demo token has the same principal, so the demo's alerts, notifications and

@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from config import Settings
-from config.database import DatabaseError
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
 from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import OAuthStore
+from storage import DatabaseError
 
 
 @contextlib.asynccontextmanager

@@ -20,14 +20,13 @@ from brokers.binance_broker import BinanceBroker
 from brokers.binance_user_stream import UserStream
 from brokers.ccxt_broker import CcxtBroker, build_exchange
 from brokers.filters import SymbolRules
-from brokers.models import BrokerError
+from brokers.models import BrokerError, ExchangeOrder
 from brokers.order_store import OrderStore
 from brokers.paper import PaperBroker
 from brokers.protocol import Broker
 from brokers.service import OrderService, SafetyLimits
 from config import Settings
-from config.database import Database
-from daemon.scheduler import DaemonScheduler
+from daemon.scheduler import DaemonScheduler, Job
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from engine.events import Tick
@@ -35,6 +34,7 @@ from engine.live import LiveEngine
 from engine.market_data.errors import MarketDataError
 from engine.market_data.intervals import to_binance
 from engine.market_data.symbol_directory import SymbolDirectory
+from storage import Database
 
 log = structlog.get_logger(__name__)
 
@@ -207,7 +207,7 @@ async def running_orders(
     yield service
 
 
-def _reconcile(service: OrderService):  # type: ignore[no-untyped-def]
+def _reconcile(service: OrderService) -> Job:
     async def run() -> None:
         await service.reconcile()
 
@@ -242,12 +242,16 @@ async def _binance_orders(
     try:
         service = _exchange_service(settings, broker, db, quotes, trades_log, limits)
         await _first_reconcile(service, before=broker.sync_time)
+
+        async def on_order(update: ExchangeOrder) -> None:  # the stream's handler returns nothing; the row is unused
+            await service.on_update(update)
+
         stream = UserStream(
             session,
             settings.binance_ws_api_url,
             api_key=keys[0],
             api_secret=keys[1],
-            on_order=service.on_update,
+            on_order=on_order,
             on_list=service.lists.on_list_update,
             on_resubscribed=service.reconcile,
             time_offset_ms=lambda: int(broker._client.timestamp_offset),
@@ -255,7 +259,7 @@ async def _binance_orders(
         supervisor.start("binance-user-stream", stream.run)
         scheduler.every("binance-time-sync", 300.0, _discard(broker.sync_time))
         scheduler.every("order-reconcile", settings.reconcile_interval_s, _reconcile(service))
-        service.user_stream = stream  # type: ignore[attr-defined]
+        service.user_stream = stream  # type: ignore[attr-defined]  # brokers' OrderService declares none; readiness getattr()s it
         log.info("broker_ready", broker=broker.name, rest=settings.binance_rest_url)
         yield service
     finally:
@@ -302,7 +306,7 @@ async def _ccxt_orders(
         await broker.close()
 
 
-def _discard(job):  # type: ignore[no-untyped-def]
+def _discard(job: Job) -> Job:
     async def run() -> None:
         await job()
 

@@ -24,13 +24,13 @@ from pathlib import Path
 import aiosqlite
 import asyncpg
 
-from config.database import DatabaseError
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.logging import configure_logging
 from daemon.oauth_command import oauth_store
 from dashboard import pg_sessions, sessions
 from mcp_bridge.oauth.passphrase import PassphraseError, hash_passphrase
 from mcp_bridge.oauth.pg_store import PgOAuthStore
+from storage import DatabaseError
 
 
 def _parser() -> argparse.ArgumentParser:

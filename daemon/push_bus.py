@@ -58,7 +58,7 @@ async def connect_bus(settings: Settings, name: str, *, ensure_streams: bool) ->
     if not settings.nats_url:
         raise BusSettingsError('bus = "nats" needs nats_url (e.g. nats://127.0.0.1:4222)')
     try:
-        limits = BusLimits(**settings.bus_limits)
+        limits = BusLimits.model_validate(settings.bus_limits)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'bus_limits'}: {e['msg']}" for e in exc.errors())
         raise BusSettingsError(f"bus_limits: {problems} (the keys are cluster/bus_streams.py BusLimits)") from exc
@@ -149,7 +149,7 @@ class PushAnnouncer:
 
 class BusPushListener:
     """A front's source of push announcements on ``bus = "nats"``: the same face as the PostgreSQL
-    listener it replaces (:class:`config.postgres.Listener`: ``connected``, ``connects``,
+    listener it replaces (:class:`storage.postgres.Listener`: ``connected``, ``connects``,
     ``ensure``, ``close``, ``problem``), so the front treats both alike."""
 
     def __init__(self, bus: Bus, on_payload: Callable[[str], None]) -> None:

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from cluster.bus import BusError
 from config import ConfigFileError, Settings, load_settings
-from config.migrations import DatabaseError
 from daemon.http_server import BindError
 from daemon.logging import configure_logging
 from daemon.push_bus import BusSettingsError
+from storage import DatabaseError
 
 Run = Callable[[Settings, int | None], Coroutine[Any, Any, None]]
 

@@ -207,13 +207,13 @@ class DaemonScheduler:
     def _next(job: Any) -> datetime | None:
         """The job's next run; for a job added before the start (pending), its trigger's first time."""
         if hasattr(job, "next_run_time"):
-            return job.next_run_time  # type: ignore[no-any-return]
-        return job.trigger.get_next_fire_time(None, datetime.now(UTC))  # type: ignore[no-any-return]
+            return job.next_run_time
+        return job.trigger.get_next_fire_time(None, datetime.now(UTC))
 
     def status(self) -> dict[str, Any]:
         """Every periodic job of the daemon, and the user schedules (by id), for GET /status."""
-        jobs = []
-        schedules = []
+        jobs: list[dict[str, Any]] = []
+        schedules: list[dict[str, Any]] = []
         for job in self._aps.get_jobs():
             record = self._records.get(job.id)
             entry = {

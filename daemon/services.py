@@ -16,7 +16,6 @@ from brokers.schedules.store import ScheduleStore
 from brokers.service import OrderService
 from brokers.suspensions import SuspensionService, SuspensionStore, cancel_principal_open
 from config import Settings
-from config.database import Database
 from daemon.alerts_runtime import running_alerts
 from daemon.database import open_database
 from daemon.engine_runtime import running_engine, schedule_stream_rotation
@@ -39,6 +38,7 @@ from mcp_bridge.journal_store import JournalLimits, JournalStore
 from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.context import AgentSettings
+from storage import Database
 
 
 @contextlib.asynccontextmanager

@@ -35,8 +35,6 @@ from brokers.suspensions import SuspensionStore
 from cluster.halt import PrincipalCancels
 from cluster.orders import INTENTS_CHANNEL
 from config import Settings
-from config.database import DatabaseError
-from config.postgres import PostgresDatabase
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import TRADES_LOG_FILE, open_database
@@ -45,6 +43,7 @@ from daemon.logging import configure_logging
 from daemon.trades_log import TradesLog
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.tokens import TokenStore
+from storage import DatabaseError, PostgresDatabase
 
 WAIT_S = 5.0
 POLL_S = 0.05
@@ -55,7 +54,7 @@ class SuspendError(ValueError):
     """A suspend/unsuspend the operator must correct (unknown name, option not available)."""
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``suspend`` and ``unsuspend`` actions of ``chartgen trading``."""
     anywhere = cluster_options(argparse.ArgumentParser(add_help=False), "suspensions")
     suspend = sub.add_parser(
@@ -179,10 +178,10 @@ async def run(ns: argparse.Namespace) -> int:
             if not (ns.action == "suspend" and ns.cancel_open):
                 return await _apply(ns, PgSuspensionStore(pg), principals, by)
             cancels = cluster_cancels(pg, settings)
-            store = PgSuspensionStore(pg, cancels=cancels)
+            pg_store = PgSuspensionStore(pg, cancels=cancels)
             requests: dict[str, list[tuple[str, int]]] = {}
             for principal in principals:  # each suspension and its cancel request in one transaction
-                row, requests[principal] = await store.suspend_cancelling(principal, by, ns.reason)
+                row, requests[principal] = await pg_store.suspend_cancelling(principal, by, ns.reason)
                 print(f"suspended trading of {principal} ({ns.name}) by {row.by}: {row.reason or 'no reason given'}")
             return await report_cancels(cancels, requests, ns.wait)
     trades = TradesLog(settings.resolved_data_dir() / TRADES_LOG_FILE)

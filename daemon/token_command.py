@@ -34,7 +34,6 @@ import asyncpg
 
 from brokers.suspensions import SuspensionStore
 from config import Settings
-from config.database import DatabaseError
 from daemon.cluster_command import NO_CLUSTER_DSN, cluster_database
 from daemon.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
@@ -43,6 +42,7 @@ from daemon.suspend_command import WAIT_S, cluster_cancels, report_cancels, requ
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, SCOPE_ORDER, ScopeError, format_scopes, parse_scopes
 from mcp_bridge.tokens import TokenError, TokenStore
+from storage import DatabaseError
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,12 +26,12 @@ from brokers.halt import HaltState, HaltStore
 from brokers.halt_authority import HaltAuthority
 from brokers.halt_switch import summary
 from config import load_settings
-from config.database import DatabaseError
 from daemon import suspend_command
 from daemon.database import TRADES_LOG_FILE, open_database
 from daemon.halt_runtime import daemon_running
 from daemon.logging import configure_logging
 from daemon.trades_log import TradesLog
+from storage import DatabaseError
 
 WAIT_S = 5.0
 POLL_S = 0.05

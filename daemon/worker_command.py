@@ -41,7 +41,6 @@ from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment, Membership, new_member_id
 from cluster.orders import OrderIntents
 from config import Settings
-from config.postgres import UNREACHABLE, PostgresDatabase, StorageUnavailable
 from daemon.cluster_actions import ClusterActionExecutor
 from daemon.cluster_channels import ChannelDelivery
 from daemon.cluster_command import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
@@ -57,6 +56,7 @@ from daemon.worker_commands import HEARTBEAT_JOB, WorkerCommands
 from daemon.worker_http import worker_app
 from daemon.worker_runtime import Worker
 from engine.market_data.intervals import to_binance
+from storage import UNREACHABLE, PostgresDatabase, StorageUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -121,7 +121,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
             executor = ClusterActionExecutor(
                 intents, settings.cluster_account, queue_wait_s=settings.cluster_order_wait_s
             )
-            actions = ActionRunner(executor, PgActionOutcomes(store), hub)  # type: ignore[arg-type]
+            actions = ActionRunner(executor, PgActionOutcomes(store), hub)
             stack.push_async_callback(actions.close)
             evaluator = WorkerEvaluator(store, engine, hub, actions=actions)
             worker = Worker(

@@ -45,7 +45,6 @@ from alerts.worker_evaluator import WorkerEvaluator
 from cluster.followed import UNIVERSE_SQL
 from cluster.marks import MarketMarks
 from cluster.membership import MarketAssignment
-from config.postgres import UNREACHABLE, Listener, StorageUnavailable
 from daemon.worker_handover import (
     HANDOVER_CONCURRENCY,
     GatedHistory,
@@ -57,6 +56,7 @@ from daemon.worker_handover import (
 )
 from engine.live import LiveEngine
 from engine.market_data.trade_history import TradeHistory
+from storage import UNREACHABLE, Listener, StorageUnavailable
 
 log = structlog.get_logger(__name__)
 

@@ -259,9 +259,11 @@ async def create_token(request: Request, deps: DashboardDeps, session: Session) 
         return bad(400, "expires_days: a number of days from 1 to 3650, or omit it for no expiry")
     try:
         chosen = parse_scope_list(scopes) if scopes else None
-        token, info = await tokens.create(
-            name, ttl_s=days * 86400 if days else None, **({"scopes": chosen} if chosen else {})
-        )
+        ttl_s = days * 86400 if days else None
+        if chosen:
+            token, info = await tokens.create(name, ttl_s=ttl_s, scopes=chosen)
+        else:
+            token, info = await tokens.create(name, ttl_s=ttl_s)
     except (TokenError, ValueError) as exc:
         return bad(400, f"{exc}")
     deps.changed()

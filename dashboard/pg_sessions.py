@@ -14,7 +14,7 @@ clocks differ a little).  The sign-in state (device-cookie key, generation) and 
 sign-in links are PostgreSQL's too, so a device cookie or a link issued at one front holds at every
 front, and ``chartgen passphrase set --cluster`` ends every sign-in at every front
 (:func:`end_every_sign_in`, in the passphrase's transaction).  PostgreSQL away: every operation raises
-:class:`~config.postgres.StorageUnavailable` (a session it cannot check is neither accepted nor
+:class:`~storage.postgres.StorageUnavailable` (a session it cannot check is neither accepted nor
 reported as signed out; nothing is recorded).
 """
 
@@ -26,8 +26,6 @@ from collections.abc import Callable
 
 import asyncpg
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount, unreachable_as
 from dashboard.sessions import (
     CURRENT_GENERATION_SQL,
     FIRST_GENERATION,
@@ -45,6 +43,7 @@ from dashboard.sessions import (
     session_of,
     touch_due,
 )
+from storage import Migrations, PostgresDatabase, rowcount, unreachable_as
 
 PG_SESSION_MIGRATIONS = Migrations(
     "dashboard",

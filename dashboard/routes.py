@@ -16,7 +16,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from config.postgres import StorageUnavailable
 from dashboard import api, trading
 from dashboard.auth import (
     Handler,
@@ -32,6 +31,7 @@ from dashboard.auth import (
 from dashboard.deps import DashboardDeps
 from dashboard.events import events
 from mcp_bridge.rebinding import guarded
+from storage import StorageUnavailable
 
 TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
 

@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeGuard
 import aiosqlite
 from pydantic import BaseModel, ConfigDict
 
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 MIGRATIONS = Migrations(
     "dashboard",

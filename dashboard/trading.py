@@ -26,10 +26,10 @@ from brokers.halt_authority import HaltAuthority, HaltRefused
 from brokers.models import Actor
 from brokers.schedules.service import ScheduleService
 from brokers.schedules.spec import ScheduleInputError, iso
-from config.postgres import UNREACHABLE, StorageUnavailable
 from dashboard.api import bad, json_body, ok
 from dashboard.deps import OPERATOR, DashboardDeps
 from dashboard.sessions import Session
+from storage import UNREACHABLE, StorageUnavailable
 
 OPERATOR_BY = "dashboard"
 """Who the suspensions record as acting: the operator, through the dashboard."""
@@ -170,9 +170,9 @@ async def trading(request: Request, deps: DashboardDeps, session: Session) -> Re
     if halt is not None and str(halt.get("by") or "").startswith("mcp:"):  # a token's halt: its name too
         known = principals.get(str(halt["by"])[4:])
         halt["holder_name"] = known["name"] if known else None
-    for s in schedules or []:
-        known = principals.get(s["owner"] or "")
-        s["owner_name"] = known["name"] if known else None
+    for schedule in schedules or []:
+        known = principals.get(schedule["owner"] or "")
+        schedule["owner_name"] = known["name"] if known else None
     running = halt is not None or schedules is not None or suspensions is not None
     return ok(
         {

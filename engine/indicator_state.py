@@ -58,7 +58,7 @@ def _freeze(value: Any) -> Hashable:
         return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def request_id(req: IndicatorRequest) -> RequestId:
@@ -265,8 +265,8 @@ class IndicatorEngine:
             if held is not None and held[1] == newest_time and rid in wi.newest:
                 return wi.newest[rid], None  # this bar was consumed already (a re-registration woke the window)
             first = _first_new(times, held[1]) if held is not None and held[0].ready else None
-            if first is not None:
-                state = held[0]  # type: ignore[index]
+            if first is not None and held is not None:  # (first is None without held)
+                state = held[0]
                 o, h, lo, c, v = bars.open, bars.high, bars.low, bars.close, bars.volume
                 for i in range(first, len(bars)):
                     newest = state.step(float(o[i]), float(h[i]), float(lo[i]), float(c[i]), float(v[i]))

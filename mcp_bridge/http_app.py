@@ -52,9 +52,8 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from alerts.push import PushHub
-from alerts.store import AlertStore
+from alerts.repository import AlertRepository
 from config import is_loopback_host
-from config.postgres import StorageUnavailable
 from mcp_bridge.http_bodies import (
     MAX_BODY_BYTES,
     accepts_json,
@@ -73,6 +72,7 @@ from mcp_bridge.push_sse import serve_push_stream
 from mcp_bridge.rate_limit import BearerFailures
 from mcp_bridge.rebinding import guarded, rebinding_refusal, security_settings
 from mcp_bridge.server import SERVER_VERSION
+from storage import StorageError
 
 MAX_UNAUTHENTICATED_BODY_BYTES = 64 * 1024
 MAX_STREAMS_PER_PRINCIPAL = 8
@@ -124,7 +124,7 @@ class McpEndpoint:
         *,
         authenticate: Authenticate | None = None,
         push_hub: PushHub | None = None,
-        push_store: AlertStore | None = None,
+        push_store: AlertRepository | None = None,
         keepalive_s: float = 30.0,
         www_authenticate: str = WWW_AUTHENTICATE,
         bearer_failures: BearerFailures | None = None,
@@ -163,7 +163,7 @@ class McpEndpoint:
             return None, f"Too many failed authentication attempts; retry in {max(1.0, wait):.0f} s"
         try:
             caller = await self.authenticate(token) if token and self.authenticate is not None else None
-        except StorageUnavailable as exc:  # a cluster front's token store: PostgreSQL away
+        except StorageError as exc:  # the token store could not be read (a cluster front: PostgreSQL away)
             return None, f"{AUTH_UNAVAILABLE}: {exc}; retry shortly"
         if caller is None:
             self.bearer_failures.failed(ip)
@@ -294,7 +294,7 @@ def build_http_app(
     readiness: Readiness | None = None,
     authenticate: Authenticate | None = None,
     push_hub: PushHub | None = None,
-    push_store: AlertStore | None = None,
+    push_store: AlertRepository | None = None,
     keepalive_s: float = 30.0,
     status: Callable[[], dict[str, Any] | Awaitable[dict[str, Any]]] | None = None,
     extra_routes: list[BaseRoute] | None = None,

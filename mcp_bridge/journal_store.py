@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 EVENT_TYPES = ("signal", "suggestion", "trade", "error", "alert")
 SEVERITIES = ("low", "medium", "high", "critical")
@@ -227,7 +227,8 @@ class JournalStore:
 
     async def events(self, principal: str, flt: EventFilter) -> list[JournalEvent]:
         """The principal's events matching ``flt``, newest first."""
-        where, params = ["principal = ?"], [principal]
+        where: list[str] = ["principal = ?"]
+        params: list[str | float] = [principal]
         if flt.event_types:
             where.append(f"event_type IN ({', '.join('?' * len(flt.event_types))})")
             params.extend(flt.event_types)
@@ -236,10 +237,10 @@ class JournalStore:
             params.extend(flt.severities)
         if flt.since is not None:
             where.append("at >= ?")
-            params.append(flt.since)  # type: ignore[arg-type]
+            params.append(flt.since)
         if flt.until is not None:
             where.append("at <= ?")
-            params.append(flt.until)  # type: ignore[arg-type]
+            params.append(flt.until)
         rows = await self._db.fetchall(
             f"SELECT {COLUMNS} FROM journal_events WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
             (*params, flt.limit),

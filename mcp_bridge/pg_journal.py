@@ -12,7 +12,7 @@ accounting and the pruning in one transaction.  Every insert that logs a new eve
 ``journal_total`` row lock before it touches a usage row or drops anything, so concurrent
 inserts at several fronts are accounted one after the other (no lost update, no lock-order
 deadlock).  Times are Unix seconds, as in SQLite.
-PostgreSQL away: :class:`~config.postgres.StorageUnavailable` naming what was not done.
+PostgreSQL away: :class:`~storage.postgres.StorageUnavailable` naming what was not done.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import secrets
 import time
 from typing import Any
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, unreachable_as
 from mcp_bridge.journal_store import (
     COLUMNS,
     EVENT_TYPES,
@@ -38,6 +36,7 @@ from mcp_bridge.journal_store import (
     event_of,
     event_size,
 )
+from storage import Migrations, PostgresDatabase, unreachable_as
 
 PG_JOURNAL_MIGRATIONS = Migrations(
     "journal",

@@ -6,22 +6,22 @@ front (``chartgen --serve --cluster``).  A verified token is not cached: the sin
 is dropped on revocation through a marker file beside its SQLite database, which fronts on other
 hosts cannot see, so a front asks PostgreSQL on every request (one indexed read) and a
 revocation takes effect on the next request at every front.  PostgreSQL away: verification
-raises :class:`~config.postgres.StorageUnavailable`, which the HTTP layer answers with 503 (a
+raises :class:`~storage.postgres.StorageUnavailable`, which the HTTP layer answers with 503 (a
 token it cannot check is neither accepted nor reported as invalid).
 """
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import asyncpg
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, unreachable_as
 from mcp_bridge.revocation import stop_principals
 from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, to_stored
 from mcp_bridge.tokens import Revocation, TokenInfo, hash_token, new_token, no_active_token, token_info
+from storage import Migrations, PostgresDatabase, unreachable_as
 
 PG_TOKEN_MIGRATIONS = Migrations(
     "mcp_bridge.tokens",
@@ -98,7 +98,7 @@ class PgTokenStore:
             rows = await self.db.fetch("SELECT * FROM access_tokens ORDER BY created_at")
         return [token_info(r) for r in rows]
 
-    async def principals_named(self, name: str) -> list[str]:
+    async def principals_named(self, name: str) -> builtins.list[str]:
         """The principals ``name`` stands for (:meth:`mcp_bridge.tokens.TokenStore.principals_named`)."""
         with unreachable_as("principal not found", self._where):
             rows = await self.db.fetch(
@@ -109,12 +109,15 @@ class PgTokenStore:
             )
         return sorted({str(r[0]) for r in rows})
 
-    async def revoke(self, id_or_name: str) -> list[TokenInfo]:
+    async def revoke(self, id_or_name: str) -> builtins.list[TokenInfo]:
         """Revoke the token with this id, or every active token with this name; returns what was revoked."""
         return (await self.revoke_all(id_or_name)).tokens
 
     async def revoke_all(
-        self, id_or_name: str, *, also: Callable[[asyncpg.Connection, list[str]], Awaitable[None]] | None = None
+        self,
+        id_or_name: str,
+        *,
+        also: Callable[[asyncpg.Connection, builtins.list[str]], Awaitable[None]] | None = None,
     ) -> Revocation:
         """:meth:`revoke`, stopping in the same transaction the trading, schedules and alert actions of
         every principal left without a live credential (mcp_bridge/revocation.py); ``also`` runs in

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from typing import Any
 
 import structlog
 from starlette.types import Receive, Scope, Send
@@ -100,13 +101,14 @@ async def serve_push_stream(
             if stream is not None and not stream.queue.empty():
                 items = _take_queued(stream.queue)  # frames already waiting: no wait, one write
             else:
-                getter: asyncio.Future[object] = (
+                getter: asyncio.Future[tuple[int, str] | None] = (
                     asyncio.get_running_loop().create_future()
                     if stream is None
                     else asyncio.ensure_future(stream.queue.get())
                 )
+                waiting: set[asyncio.Future[Any]] = {getter, gone}  # two result types: a frame, a disconnect
                 done, _ = await asyncio.wait(
-                    {getter, gone},
+                    waiting,
                     timeout=keepalive_s,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
@@ -116,7 +118,7 @@ async def serve_push_stream(
                         break
                     await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
                     continue
-                items = [getter.result()]  # type: ignore[list-item]
+                items = [getter.result()]
                 if stream is not None and items[0] is not None:
                     items += _take_queued(stream.queue)
             frames: list[bytes] = []

@@ -14,7 +14,6 @@ on the SDK path and the session-less fast path alike, before the handler runs.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -26,7 +25,6 @@ from mcp.server.lowlevel import Server
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from config.postgres import StorageUnavailable
 from mcp_bridge.errors import ToolError
 from mcp_bridge.identity import (
     Caller,
@@ -42,6 +40,7 @@ from mcp_bridge.tokens import STDIO_PRINCIPAL
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import offered
 from mcp_bridge.tools.unit import ToolContext
+from storage import StorageError
 
 log = structlog.get_logger(__name__)
 
@@ -53,13 +52,9 @@ INSTRUCTIONS = (
 )
 
 
-def storage_message(tool: str, exc: sqlite3.OperationalError, request_id: str) -> str:
-    """What a user is told when the daemon's database refused a read or write."""
-    reason = str(exc) or getattr(exc, "sqlite_errorname", "storage error")
-    return (
-        f"{tool} failed: the daemon could not use its database ({reason}); nothing was changed. "
-        f"Free disk space on the daemon's host (or fix its data directory) and retry (request {request_id})."
-    )
+def storage_message(tool: str, exc: StorageError, request_id: str) -> str:
+    """What a user is told when the daemon's database (SQLite, or a cluster's PostgreSQL) refused a read or write."""
+    return f"{tool} failed: {exc}; nothing was changed. To do: {exc.advice} (request {request_id})."
 
 
 UNAUTHENTICATED_SCOPES = ALL_SCOPES - {ADMIN}
@@ -131,17 +126,12 @@ class ToolRouter:
                 if structured is not None:
                     result.structured_content = structured
                 return result
-            except sqlite3.OperationalError as exc:
-                # the database could not be written or read (disk full, I/O error, read-only
-                # file system): the transaction was rolled back, so nothing changed
+            except StorageError as exc:
+                # the database could not be written or read (disk full, I/O error, another writer
+                # holding it, a cluster's PostgreSQL away): the transaction was rolled back
                 outcome = "storage_error"
-                log.error("tool_storage_failed", error=str(exc), code=getattr(exc, "sqlite_errorname", None))
+                log.error("tool_storage_failed", error=str(exc), kind=type(exc).__name__)
                 return _error(storage_message(name, exc, request_id))
-            except StorageUnavailable as exc:
-                # a cluster front's PostgreSQL is away: nothing was done (its message says what)
-                outcome = "storage_error"
-                log.warning("tool_storage_unavailable", error=str(exc))
-                return _error(f"{name}: {exc}. Nothing was changed; retry once the cluster's database is back.")
             except Exception:
                 outcome = "internal_error"
                 log.exception("tool_failed")

@@ -17,14 +17,15 @@ Every token carries scopes (:mod:`mcp_bridge.scopes`), stored space-separated in
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import secrets
 import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from config.database import Database, Migrations
 from mcp_bridge.revocation import Stopped, stop_principals_in
 from mcp_bridge.scopes import (
     DEFAULT_TOKEN_SCOPES,
@@ -35,6 +36,10 @@ from mcp_bridge.scopes import (
     to_stored,
 )
 from mcp_bridge.token_cache import VerifiedTokenCache, signal_revocation
+from storage import Database, Migrations
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsKeysAndGetItem
 
 TOKEN_PREFIX = "cg_pat_"
 STDIO_PRINCIPAL = "stdio"
@@ -112,8 +117,9 @@ def parse_scope_list(scopes: Iterable[str]) -> frozenset[str]:
     return parse_scopes(" ".join(scopes))
 
 
-def token_info(row: object) -> TokenInfo:
-    r = dict(row)  # type: ignore[call-overload]
+def token_info(row: SupportsKeysAndGetItem[str, Any]) -> TokenInfo:
+    """A stored token (an ``access_tokens`` row: SQLite's or PostgreSQL's) as :class:`TokenInfo`."""
+    r = dict(row)
     return TokenInfo(
         id=r["id"],
         name=r["name"],
@@ -219,13 +225,13 @@ class TokenStore:
         rows = await self.db.fetchall("SELECT * FROM access_tokens ORDER BY created_at")
         return [token_info(r) for r in rows]
 
-    async def principals_named(self, name: str) -> list[str]:
+    async def principals_named(self, name: str) -> builtins.list[str]:
         """The principals ``name`` stands for — a token's id or name, an OAuth client's id or name,
         or a principal itself (``tok_…``, ``oauth:…``) — sorted; empty when none."""
         rows = await self.db.fetchall(PRINCIPALS_NAMED_SQL, (name,) * 6)
         return sorted({str(r[0]) for r in rows})
 
-    async def revoke(self, id_or_name: str) -> list[TokenInfo]:
+    async def revoke(self, id_or_name: str) -> builtins.list[TokenInfo]:
         """Revoke the token with this id, or every active token with this name; returns what was revoked
         (what the revocation stopped: :meth:`revoke_all`)."""
         return (await self.revoke_all(id_or_name)).tokens

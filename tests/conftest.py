@@ -4,64 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SLOW_SUITES = (
-    "tests/chaos/",
-    "tests/alerts/test_crash_safety.py",
-    "tests/brokers/test_order_crash_safety.py",
-    "tests/brokers/test_binance_broker.py",
-    "tests/engine/test_live_engine_sim.py",
-    "tests/daemon/test_sigterm_burst.py",
-    "tests/mcp_bridge/test_http_edge.py",
-    "tests/mcp_bridge/test_passphrase_attempts.py",
-    "tests/mcp_bridge/test_oauth_registrations.py",
-    "tests/mcp_bridge/test_render_flood_daemon.py",
-    "tests/engine/test_refused_location.py",
-    "tests/brokers/test_order_guard_daemon.py",
-    "tests/alerts/test_alert_actions_daemon.py",
-    "tests/brokers/test_halt_daemon.py",
-    "tests/brokers/test_unattended_daemon.py",
-    "tests/cluster/test_order_leader.py",
-    "tests/cluster/test_worker.py",
-    "tests/cluster/test_worker_outage.py",
-    "tests/cluster/test_nats_outage.py",
-    "tests/alerts/test_channels_daemon.py",
-)
-"""The chaos and crash suites (the cluster's order leader and workers killed, paused, its PostgreSQL stopped
-included): marked ``slow``, run by ``make chaos`` (``make test`` runs the rest but the
-``servers`` suites below; CI runs all three)."""
-
-
-SERVER_SUITES = (
-    "tests/cluster/",
-    "tests/alerts/test_pg_concurrent_firing.py",
-    "tests/config/test_pg_migrations.py",
-    "tests/daemon/test_cluster_command.py",
-)
-"""Suites that start PostgreSQL or nats-server: marked ``servers``, run by ``make test-servers``
-(those also in SLOW_SUITES by ``make chaos``); so is every test using the session's ``postgres``
-fixture or parametrized with the "postgres" storage (tests/alerts/test_store.py)."""
-
-
-def _needs_servers(item: pytest.Item, where: str) -> bool:
-    if where.startswith(SERVER_SUITES) or "postgres" in getattr(item, "fixturenames", ()):
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and "postgres" in callspec.params.values()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        where = item.path.resolve().relative_to(ROOT).as_posix()
-        if where.startswith(SLOW_SUITES):
-            item.add_marker(pytest.mark.slow)
-        if _needs_servers(item, where):
-            item.add_marker(pytest.mark.servers)
+# Test lanes.  Every test file declares its own markers (``pytestmark`` or a test's decorator, or
+# ``pytest.param(..., marks=...)`` for the "postgres" storage param of tests/alerts/test_store.py);
+# none is added here.  The markers (declared in pyproject.toml):
+#   slow     the chaos and crash suites (tests/chaos/, the daemon crash and kill tests) and other
+#            long runs: `make chaos`;
+#   servers  the storage and cluster suites that start PostgreSQL or nats-server: `make test-servers`
+#            runs those not slow;
+#   process  every test that starts a subprocess (the daemon, PostgreSQL, nats-server, nginx,
+#            Chromium, node, systemd-analyze, a process pool).
+# `make test` runs "not slow and not servers", `make test-fast` "not slow and not servers and not
+# process" (the lane that answers in a minute), CI all of them.  tests/test_markers.py fails when a
+# test that starts a process carries none of these markers.
 
 
 @pytest.fixture(autouse=True)
@@ -82,8 +40,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[No
 @pytest.fixture
 async def db(tmp_path: Any) -> AsyncIterator[Any]:
     """The daemon's database in the test's temp dir, with every package's migrations applied."""
-    from config.database import Database
     from daemon.database import ALL_MIGRATIONS
+    from storage import Database
 
     database = await Database.open(tmp_path / "chartgen.db")
     await database.migrate(ALL_MIGRATIONS)

@@ -121,3 +121,28 @@ def test_nothing_points_outside_the_repository() -> None:
             if hits:
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {hits}: {line.strip()[:160]}")
     assert not offenders, "references to files a clone of the repository does not have:\n" + "\n".join(offenders)
+
+
+TOP_DIRS = ("config", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster", "tests", "bench")
+TOP_DIRS += ("deploy", "systemd", "docs")
+REPO_PATH = re.compile(rf"(?<![\w/.-])((?:{'|'.join(TOP_DIRS)})/[A-Za-z0-9_./*<>{{}},-]*)")
+GENERATED = {"bench/results/latest.json"}
+"""Paths the code names that a run writes (gitignored), not files of the repository."""
+
+
+def test_every_named_repository_path_exists() -> None:
+    """A path such as ``brokers/simulator/book.py`` in a docstring, comment or doc names a file or folder
+    of the repository that exists (a glob, ``{a,b}`` or ``<placeholder>`` is checked up to where it starts)."""
+    missing = []
+    for path in _files("*.py", "*.md"):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in REPO_PATH.finditer(line):
+                named = m.group(1)
+                cut = min((named.index(c) for c in "*<{" if c in named), default=None)
+                if cut is not None:  # a pattern: its folder must exist
+                    named = named[:cut].rsplit("/", 1)[0]
+                named = named.rstrip("./-,")
+                if named in GENERATED or (ROOT / named).exists() or (ROOT / f"{named}.py").exists():
+                    continue
+                missing.append(f"{path.relative_to(ROOT)}:{lineno}: {named}")
+    assert not missing, "paths to files that do not exist:\n" + "\n".join(missing)

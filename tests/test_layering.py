@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"config", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"}
+OURS = {"config", "storage", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"}
 ALLOWED = {
     "config": set(),
-    "engine": {"config"},
-    "alerts": {"config", "engine"},
-    "brokers": {"config", "engine"},
-    "mcp_bridge": {"config", "engine", "alerts", "brokers"},
-    "dashboard": {"config", "engine", "alerts", "brokers", "mcp_bridge"},
-    "cluster": {"config", "engine", "brokers"},
-    "daemon": {"config", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"},
+    "storage": {"config"},
+    "engine": {"config", "storage"},
+    "alerts": {"config", "storage", "engine"},
+    "brokers": {"config", "storage", "engine"},
+    "mcp_bridge": {"config", "storage", "engine", "alerts", "brokers"},
+    "dashboard": {"config", "storage", "engine", "alerts", "brokers", "mcp_bridge"},
+    "cluster": {"config", "storage", "engine", "brokers"},
+    "daemon": {"config", "storage", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"},
 }
 
 
@@ -38,4 +39,63 @@ def test_package_imports_only_what_design_allows(package: str) -> None:
     for path in sorted((ROOT / package).rglob("*.py")):
         for dep in _imports(path) - ALLOWED[package] - {package}:
             bad.append(f"{path.relative_to(ROOT)} imports {dep}")
+    assert not bad, "\n".join(bad)
+
+
+DRIVERS = {"sqlite3", "aiosqlite", "asyncpg"}
+
+
+def test_config_imports_no_database_driver() -> None:
+    """Settings are settings: the database engines live in storage/ (issue 37)."""
+    bad = []
+    for path in sorted((ROOT / "config").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            bad += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] in DRIVERS]
+    assert not bad, "\n".join(bad)
+
+
+def _public_surface(package: str) -> set[str] | None:
+    """The names a package's ``__init__`` lists in ``__all__``; None when it declares none yet."""
+    tree = ast.parse((ROOT / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            return set(value)
+    return None
+
+
+SURFACED = sorted(p for p in OURS if _public_surface(p) is not None)
+
+
+def test_some_packages_declare_a_public_surface() -> None:
+    assert "storage" in SURFACED
+
+
+@pytest.mark.parametrize("package", SURFACED)
+def test_other_code_imports_only_a_packages_public_surface(package: str) -> None:
+    """A package with ``__all__`` is imported from outside only as ``from package import name`` with a
+    listed name — never from its modules — by the other packages, bench/ and tests/ (a package's own
+    tests, tests/<package>/, may reach its internals)."""
+    public = _public_surface(package) or set()
+    bad = []
+    for top in [*sorted(OURS - {package}), "bench", "tests"]:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if rel.parts[:2] == ("tests", package) or rel.parts[0] == ".venv":
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    if node.module.startswith(f"{package}."):
+                        bad.append(f"{rel}:{node.lineno} imports {node.module} (use: from {package} import …)")
+                    elif node.module == package:
+                        bad += [f"{rel}:{node.lineno} imports {package}.{a.name}, not in its __all__"
+                                for a in node.names if a.name not in public]  # fmt: skip
+                elif isinstance(node, ast.Import):
+                    bad += [f"{rel}:{node.lineno} imports {a.name}" for a in node.names
+                            if a.name.startswith(f"{package}.")]  # fmt: skip
     assert not bad, "\n".join(bad)

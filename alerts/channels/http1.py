@@ -23,7 +23,7 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from config.channels import is_private_address
+from config import is_private_address
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 1024 * 1024

@@ -123,7 +123,8 @@ def digest_text(frames: list[dict[str, Any]], per_minute: int) -> str:
 def tags(params: dict[str, Any]) -> str:
     """ntfy tags (emoji short codes) by condition."""
     kind = (params.get("condition") or {}).get("type")
-    return {"price_above": "chart_with_upwards_trend", "price_below": "chart_with_downwards_trend"}.get(kind, "bell")
+    by_kind = {"price_above": "chart_with_upwards_trend", "price_below": "chart_with_downwards_trend"}
+    return by_kind.get(kind, "bell") if isinstance(kind, str) else "bell"
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:

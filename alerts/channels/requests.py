@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import orjson
 
 from alerts.channels import messages
-from config.channels import ChannelSettings, NtfyChannel, TelegramChannel, WebhookChannel
+from config import ChannelSettings, NtfyChannel, TelegramChannel, WebhookChannel
 
 USER_AGENT = "chartgen"
 

@@ -48,7 +48,7 @@ import structlog
 from alerts.channels.http1 import Http1Client, HttpError, PrivatePeer
 from alerts.channels.requests import ChannelRequest, build, build_digest
 from alerts.outbox_store import Delivery, Outbox
-from config.channels import ChannelSettings, TelegramChannel
+from config import ChannelSettings, TelegramChannel
 
 log = structlog.get_logger(__name__)
 

@@ -18,8 +18,7 @@ import asyncpg
 
 from brokers.models import Actor
 from brokers.schedules.store import ACTIVE, ScheduleRow, schedule_row
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount, unreachable_as
+from storage import Migrations, PostgresDatabase, rowcount, unreachable_as
 
 PG_SCHEDULE_MIGRATIONS = Migrations(
     "brokers.schedules",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brokers.models import Actor
-from config.database import Database, Migrations
+from storage import Database, Migrations
 
 MIGRATIONS = Migrations(
     "brokers.schedules",

@@ -10,11 +10,20 @@ from typing import Any
 
 from aiohttp import web
 
-from brokers.simulator import control, market_rest, order_list_rest, order_rest, rest, ws_api, ws_handlers
+from brokers.simulator import (
+    cancel_replace,
+    control,
+    market_rest,
+    order_list_rest,
+    order_rest,
+    rest,
+    ws_api,
+    ws_handlers,
+)
 from brokers.simulator.clock import ClockMode
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET, DEFAULT_SYMBOLS, SimConfig, SimExchange
 
-UPDATE_PERIOD_S = 2.0  # Binance pushes kline updates every 2 s
+UPDATE_PERIOD_S = 0.1  # the fastest documented update speed (100 ms); klines are pushed every 2 s
 
 
 def build_app(exchange: SimExchange) -> web.Application:
@@ -23,6 +32,7 @@ def build_app(exchange: SimExchange) -> web.Application:
     rest.add_routes(app)
     market_rest.add_routes(app)
     order_rest.add_routes(app)
+    cancel_replace.add_routes(app)
     order_list_rest.add_routes(app)
     ws_handlers.add_routes(app)
     ws_api.add_routes(app)
@@ -31,9 +41,11 @@ def build_app(exchange: SimExchange) -> web.Application:
 
 
 async def _periodic_updates(exchange: SimExchange) -> None:
+    ticks = 0
     while True:
         await asyncio.sleep(UPDATE_PERIOD_S)
-        exchange.push_updates()
+        ticks += 1
+        exchange.push_updates(elapsed_ms=ticks * round(UPDATE_PERIOD_S * 1000))
 
 
 class RunningSimulator:

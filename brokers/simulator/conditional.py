@@ -8,11 +8,12 @@ immediately"), all with Binance's codes and texts from :mod:`brokers.trigger_rul
 An untriggered stop is open (status NEW, ``workingTime`` -1, not on the book) with its funds
 locked: the quantity for a SELL, ``quantity × price`` for a BUY …_LIMIT and ``quantity × stopPrice``
 (or × the last price for a trailing stop without one) for a BUY STOP_LOSS / TAKE_PROFIT.  Each
-trade price (a posted trade, the price path as the clock advances, an order's fill) moves the
-trigger states (:meth:`Conditionals.on_price`); a triggered STOP_LOSS /
-TAKE_PROFIT fills at once at the last price as a MARKET order, a …_LIMIT order fills at once if
-marketable and otherwise rests on the book like a LIMIT order.  Order lists use the helpers here
-(:func:`new_order`, :func:`lock`, :func:`release`) for their legs.
+trade price (a posted trade, the price path as the clock advances, every level a taker's walk
+traded at) moves the trigger states (:meth:`Conditionals.on_price`); a triggered STOP_LOSS /
+TAKE_PROFIT walks the book at once as a MARKET order (what the book lacks expires), a …_LIMIT
+order walks it up to its price and rests the rest like a LIMIT order (IOC/FOK: expires as a
+LIMIT IOC/FOK would).  Order lists use the helpers here (:func:`new_order`, :func:`lock`,
+:func:`release`) for their legs.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from brokers import trigger_rules as tr
-from brokers.simulator.accounts import MIN_NOTIONAL, OrderError, SimAccount, SimOrder
+from brokers.simulator.accounts import DEFAULT_STP, MIN_NOTIONAL, OrderError, SimAccount, SimOrder
+from brokers.simulator.count_filters import CountFilters
 from brokers.simulator.exchange_info import split_symbol
 
-MAX_ALGO_ORDERS = 5
 TRAILING_BOUNDS = tr.TrailingBounds(10, 2000, 10, 2000)
 PERCENT_PRICE = tr.PercentPriceBySide(Decimal(5), Decimal("0.2"), Decimal(5), Decimal("0.2"))
 PLAIN_TYPES = frozenset({"MARKET", "LIMIT", "LIMIT_MAKER"})
@@ -133,6 +134,7 @@ def new_order(
     now: int,
     list_id: int = -1,
     status: str = "NEW",
+    stp: str = DEFAULT_STP,
 ) -> SimOrder:
     """Record an order on the account (nothing locked, no event yet)."""
     if (symbol, client_id) in account.by_client:
@@ -156,6 +158,7 @@ def new_order(
         order_list_id=list_id,
         working_time=-1 if (otype in tr.CONDITIONAL_TYPES or status == "PENDING_NEW") else now,
         reserved=Decimal(0),
+        stp_mode=stp,
     )
     account._next_order += 1
     account.orders[order.order_id] = order
@@ -166,18 +169,24 @@ def new_order(
 class Conditionals:
     """The trigger states of the account's untriggered conditional orders."""
 
-    def __init__(self, account: SimAccount) -> None:
+    def __init__(self, account: SimAccount, count_filters: CountFilters | None = None) -> None:
         self.account = account
+        self.count_filters = count_filters if count_filters is not None else CountFilters()
+        """The MAX_NUM_* limits in force (the exchange's own; MAX_NUM_ALGO_ORDERS is read from it)."""
         self.states: dict[int, tr.TriggerState] = {}
         self.trigger_hooks: list[TriggerHook] = []
         """Called when an order triggers, before it works (an OCO cancels its other leg here)."""
         account.order_hooks.append(self._on_order_event)
+        account.trade_hooks.append(self._on_trades)
 
     def _on_order_event(self, order: SimOrder, exec_type: str, now: int) -> None:
         if order.status not in ("NEW", "PARTIALLY_FILLED"):
             self.states.pop(order.order_id, None)
-        if exec_type == "TRADE" and order.fills:
-            self.on_price(order.symbol, Decimal(order.fills[-1]["price"]), now)  # a fill is a trade too
+
+    def _on_trades(self, symbol: str, prices: list[Decimal], now: int) -> None:
+        """A taker's walk traded at ``prices``: each is a trade the stops see, in order."""
+        for price in prices:
+            self.on_price(symbol, price, now)
 
     def open_algo(self, symbol: str) -> int:
         """Open STOP_LOSS / TAKE_PROFIT (…_LIMIT) orders of ``symbol`` (MAX_NUM_ALGO_ORDERS counts them)."""
@@ -189,7 +198,7 @@ class Conditionals:
 
     def check_new(self, symbol: str, otype: str, side: str, stop: Decimal | None, last: Decimal, n: int = 1) -> None:
         """MAX_NUM_ALGO_ORDERS, then "would trigger immediately" against ``last``."""
-        _raise(tr.algo_limit(self.open_algo(symbol), n, MAX_ALGO_ORDERS))
+        _raise(tr.algo_limit(self.open_algo(symbol), n, self.count_filters.max_num_algo_orders))
         if stop is not None and tr.would_trigger_immediately(otype, side, stop, last):
             _raise(tr.WOULD_TRIGGER)
 
@@ -210,6 +219,7 @@ class Conditionals:
         step: Decimal,
         now: int,
         test: bool = False,
+        stp: str = DEFAULT_STP,
     ) -> SimOrder:
         """``POST /api/v3/order`` for a conditional type: checked, funds locked, waiting for its trigger."""
         checked = validate(
@@ -229,7 +239,7 @@ class Conditionals:
             return SimOrder(symbol, 0, client_id, side, otype, tif, checked, price or Decimal(0), "NEW", now, now)
         order = new_order(
             self.account, symbol=symbol, side=side, otype=otype, qty=checked, price=price, stop=stop, delta=delta,
-            tif=tif, client_id=client_id, now=now,
+            tif=tif, client_id=client_id, now=now, stp=stp,
         )  # fmt: skip
         self.arm(order, last, now)
         return order
@@ -267,7 +277,7 @@ class Conditionals:
         return fired
 
     def fire(self, order: SimOrder, last: Decimal, now: int) -> None:
-        """A triggered order starts working: as MARKET at ``last``, or as LIMIT at its price."""
+        """A triggered order starts working: it walks the book as MARKET, or as LIMIT up to its price."""
         for hook in list(self.trigger_hooks):
             hook(order, now)
         if order.status != "NEW":
@@ -276,27 +286,20 @@ class Conditionals:
         order.working_time = now
         order.update_ms = now
         base, quote = split_symbol(order.symbol)
-        limit = order.type in tr.LIMIT_STOP_TYPES
-        if not limit or tr.limit_marketable(order.side, order.price, last):
-            cost = order.orig_qty * last if order.side == "BUY" else order.orig_qty
-            if self.account._bal(quote if order.side == "BUY" else base) < cost:
-                self._expire(order, now)
-                return
-            order.reserved = None
-            self.account._fill(order, last, now, maker=False)
+        limit = order.price if order.type in tr.LIMIT_STOP_TYPES else None
+        planned = self.account.plan(order.symbol, order.side, order.orig_qty, now, limit=limit, stp=order.stp_mode)
+        if order.side == "SELL":
+            cost = order.orig_qty
+        elif limit is not None:
+            cost = order.orig_qty * limit
+        else:
+            cost = sum((p * q for p, q in planned), Decimal(0))
+        if self.account._bal(quote if order.side == "BUY" else base) < cost:
+            self.account.expire(order, now, "REJECTED")
             return
-        if order.time_in_force in ("IOC", "FOK"):
-            self._expire(order, now)
+        order.reserved = None
+        if limit is not None and not planned and order.time_in_force not in ("IOC", "FOK"):
+            if self.account.work(order, now) == "REST":
+                self.account._emit(order, "NEW", now, None)  # on the book now
             return
-        try:
-            lock(self.account, order, need(order.side, "LIMIT", order.orig_qty, order.price, None, last))
-        except OrderError:
-            self._expire(order, now)
-            return
-        self.account._emit(order, "NEW", now, None)
-
-    def _expire(self, order: SimOrder, now: int) -> None:
-        order.status = "EXPIRED"
-        order.update_ms = now
-        order.reserved = Decimal(0)
-        self.account._emit(order, "EXPIRED", now, None)
+        self.account.work(order, now)

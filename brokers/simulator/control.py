@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from brokers.simulator.count_filters import CountFilters
 from brokers.simulator.faults import HttpErrorFault, OrderFault, StreamRefusal
 from brokers.simulator.rest import EXCHANGE_KEY, json_response
 
@@ -58,6 +59,26 @@ async def post_advance(request: web.Request) -> web.Response:
     return json_response(ex.advance(float(seconds)))
 
 
+COUNT_FILTER_KNOBS = ("max_num_orders", "max_num_algo_orders", "max_num_order_lists")
+
+
+def _order_rate(request: web.Request, spec: Any) -> str | None:
+    """``{"per_10s": 5, "per_day": 100}`` (either may be left out), or null for Binance's limits."""
+    rate = request.app[EXCHANGE_KEY].order_rate
+    if spec is None:
+        rate.reset_limits()
+        return None
+    hint = 'order_rate needs {"per_10s": 5, "per_day": 100} (whole numbers ≥ 1), or null for Binance\'s limits'
+    if not isinstance(spec, dict) or not spec.keys() <= {"per_10s", "per_day"}:
+        return hint
+    per_10s, per_day = (w.limit for w in rate.windows)
+    per_10s, per_day = spec.get("per_10s", per_10s), spec.get("per_day", per_day)
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (per_10s, per_day)):
+        return hint
+    rate.set_limits(per_10s, per_day)
+    return None
+
+
 async def post_faults(request: web.Request) -> web.Response:
     ex = request.app[EXCHANGE_KEY]
     body = await _body(request)
@@ -68,7 +89,22 @@ async def post_faults(request: web.Request) -> web.Response:
         ex.faults.reset()
         ex.weights.reset()
         ex.hub.max_age_s = ex.config.max_connection_age_s
+        ex.order_rate.reset_limits()
+        ex.count_filters.reset()
         done["reset"] = True
+    if "order_rate" in body:
+        problem = _order_rate(request, body["order_rate"])
+        if problem is not None:
+            return _bad(problem)
+        done["order_rate"] = ex.order_rate.rate_limits()
+    for name in COUNT_FILTER_KNOBS:
+        if name in body:
+            value = body[name]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                return _bad(f"{name} must be a whole number ≥ 1, or null for Binance's value")
+            filters = ex.count_filters
+            setattr(filters, name, getattr(CountFilters(), name) if value is None else value)
+            done[name] = getattr(filters, name)
     if "http_error" in body:
         spec = body["http_error"]
         try:

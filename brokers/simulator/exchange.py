@@ -12,14 +12,17 @@ from decimal import Decimal
 from typing import Any
 
 from brokers.simulator.accounts import SimAccount
-from brokers.simulator.book import BOOK_LEVELS, Book, build_book
+from brokers.simulator.book import BOOK_LEVELS, Book, OrderBooks
 from brokers.simulator.clock import ClockMode, SimClock
 from brokers.simulator.conditional import Conditionals
+from brokers.simulator.count_filters import CountFilters
 from brokers.simulator.faults import Faults
-from brokers.simulator.market import INTERVAL_MS, Market, kline_event, open_time_of
+from brokers.simulator.market import INTERVAL_MS, Market, kline_frame, klines_of, open_time_of
+from brokers.simulator.market_streams import MarketStreams
 from brokers.simulator.order_lists import OrderLists
+from brokers.simulator.order_rate import OrderRate
 from brokers.simulator.prices import start_price
-from brokers.simulator.streams import StreamConnection, StreamHub
+from brokers.simulator.streams import KLINE_PERIOD_MS, StreamConnection, StreamHub
 from brokers.simulator.tape import Tape
 from brokers.simulator.weights import WeightMeter
 from brokers.simulator.ws_api_hub import WsApiHub
@@ -60,12 +63,18 @@ class SimExchange:
         """When each ``POST /api/v3/order`` arrived (``time.monotonic_ns``, comparable across processes): benchmarks."""
         origin = self.clock.now_ms()
         self.markets: dict[str, Market] = {s.upper(): Market(s.upper(), config.seed, origin) for s in config.symbols}
-        self.account = SimAccount(config.balances)
-        self.conditional = Conditionals(self.account)
+        self.account = SimAccount(config.balances, OrderBooks(self.markets))
+        self.order_rate = OrderRate(self.now_ms)
+        """The account's order-placement counts per ``ORDERS`` interval (order_rate.py)."""
+        self.count_filters = CountFilters()
+        """The MAX_NUM_* filters in force (count_filters.py)."""
+        self.conditional = Conditionals(self.account, self.count_filters)
         self.order_lists = OrderLists(self.account, self.conditional)
         self.ws_api = WsApiHub()
         self.tapes: dict[str, Tape] = {s: Tape(m) for s, m in self.markets.items()}
+        self.market_streams = MarketStreams(self)
         self.account.listeners.append(self._record_fill)
+        self.account.trade_hooks.append(self._push_after_walk)
 
     # --- time ------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -85,14 +94,19 @@ class SimExchange:
         key = parse_stream(name)
         open_t = open_time_of(key[1], self.now_ms()) if key and key[1] in INTERVAL_MS else 0
         conn.streams[name] = open_t
+        self.market_streams.subscribe(name)
 
-    def push_updates(self, symbol: str | None = None) -> int:
-        """Bring every subscribed kline stream up to now: closed klines (x=true) in order, then the open one.
+    def push_updates(self, symbol: str | None = None, *, elapsed_ms: int | None = None) -> int:
+        """Bring every subscribed stream up to now; kline streams: closed klines (x=true) in order, then the open one.
 
-        ``symbol`` limits the push to one market (a trade); returns the number of frames queued.
+        ``symbol`` limits the push to one market (a trade); ``elapsed_ms`` is the periodic
+        timer's (market_streams.py: what is due when); returns the number of frames queued.
         """
         now = self.now_ms()
-        frames = 0
+        frames = self.market_streams.push(symbol, elapsed_ms=elapsed_ms)
+        if elapsed_ms is not None and elapsed_ms % KLINE_PERIOD_MS:
+            return frames
+        due = []  # every kline stream's klines are priced together (market.klines_of), then pushed in order
         for (sym, interval), subs in self.hub.subscribers().items():
             if symbol is not None and sym != symbol:
                 continue
@@ -103,38 +117,70 @@ class SimExchange:
             current = open_time_of(interval, now)
             oldest = min(conn.streams[name] for conn, name in subs)
             times = list(range(oldest, current + step, step)) if oldest else [current]
-            klines = {k.open_time: k for k in market.klines(interval, times, now)}
+            due.append((sym, interval, subs, market, times))
+        priced = klines_of([(market, interval, times) for _, interval, _, market, times in due], now)
+        for (sym, interval, subs, _, _), got in zip(due, priced, strict=True):
+            step, current = INTERVAL_MS[interval], open_time_of(interval, now)
+            klines = {k.open_time: k for k in got}
+            payloads: dict[int, Any] = {}  # each frame serialised once for every connection of the stream
             for conn, name in subs:
                 last = conn.streams[name] or current
-                for t in range(last, current, step):
-                    conn.push(name, kline_event(sym, interval, klines[t], now))
+                for t in [*range(last, current, step), current]:
+                    if t not in payloads:
+                        payloads[t] = kline_frame(sym, interval, klines[t], now)
+                    conn.push(name, payloads[t])
                     frames += 1
-                conn.push(name, kline_event(sym, interval, klines[current], now))
                 conn.streams[name] = current
-                frames += 1
         return frames
 
     def trade(self, symbol: str, price: float, qty: float) -> float:
         """A trade now at ``price`` snapped to the tick (returned): re-anchors the path, fills resting orders."""
         price = self.markets[symbol].trade(self.now_ms(), price, qty)
-        self.account.match(symbol, Decimal(f"{price:.8f}"), self.now_ms())
+        self.account.match(symbol, Decimal(f"{price:.8f}"), self.now_ms(), Decimal(repr(qty)))
         self.conditional.on_price(symbol, Decimal(f"{price:.8f}"), self.now_ms())
         self.push_updates(symbol)
         return price
 
     # --- order book and trade tape (book.py, tape.py) ------------------------------------
     def book(self, symbol: str, limit: int = BOOK_LEVELS) -> Book:
-        """The order book now: ``limit`` levels a side (at most ``BOOK_LEVELS``), Decimal prices."""
-        return build_book(self.markets[symbol], self.now_ms(), max(1, min(limit, BOOK_LEVELS)))
+        """The order book now: ``limit`` levels a side (at most ``BOOK_LEVELS``), Decimal prices.
+
+        The one source of ``GET /api/v3/depth``: takers' fills consume it and deeper levels come
+        into view (book.py); its ``last_update_id`` never decreases and grows whenever its
+        content changes.
+        """
+        return self.account.books.book(symbol, self.now_ms(), min(limit, BOOK_LEVELS))
 
     def best_bid_ask(self, symbol: str) -> tuple[Decimal, Decimal]:
-        """(best bid, best ask) now; ``bid < last ≤ ask``, at least one tick apart."""
-        book = build_book(self.markets[symbol], self.now_ms(), 1)
+        """(best bid, best ask) now; ``bid < ask`` (``bid < last ≤ ask`` until a taker trades at the bid).
+
+        Neither side reads empty: takers bring deeper levels into view (book.py).
+        """
+        book = self.account.books.book(symbol, self.now_ms(), 1)
         return book.best_bid[0], book.best_ask[0]
 
+    def _push_after_walk(self, symbol: str, prices: list[Decimal], now: int) -> None:
+        """A taker's walk changed ``symbol``'s book and tape: push its market streams at once.
+
+        Every order path (REST, a triggered stop, a list leg) walks through the account, so
+        ``@trade``, ``@depth``, ``@bookTicker``… follow each fill without waiting for the clock
+        or the 100 ms sampling (a depth snapshot taken between two orders is then rebuildable
+        from the diff stream).  The open kline is pushed too, as Binance's kline stream follows every
+        trade: a client's last price is then the trade's, as ``ticker/price`` says.  A walk inside a
+        posted trade (a stop it triggered) pushes the open kline twice: an update of an open kline
+        may repeat, as Binance's does.
+        """
+        if symbol in self.markets:
+            self.push_updates(symbol)
+
     def _record_fill(self, event: dict[str, Any]) -> None:
-        """Order fills are public trades too (on the tape and in klines; they do not move the path)."""
+        """Resting orders' fills are public trades too (on the tape and in klines; they do not move the path).
+
+        A taker's fills are printed by the book it took them from (book.py), which re-anchors the path.
+        """
         if event.get("e") != "executionReport" or event.get("x") != "TRADE" or event.get("s") not in self.markets:
+            return
+        if not event["m"]:
             return
         buyer_maker = (event["S"] == "BUY") == bool(event["m"])
         qty = float(event["l"])
@@ -142,13 +188,18 @@ class SimExchange:
             self.markets[event["s"]].record_fill(int(event["T"]), float(event["L"]), qty, buyer_maker=buyer_maker)
 
     def match_resting(self) -> int:
-        """Fill resting orders the price path has reached (after the clock moved)."""
+        """Fill resting orders the price path has reached (after the clock moved).
+
+        The path's price now is a trade of the tape's last trade's quantity (what an order
+        resting exactly at that price can get).
+        """
         now = self.now_ms()
-        symbols = {o.symbol for o in self.account.orders.values() if o.status == "NEW"}
+        symbols = {o.symbol for o in self.account.orders.values() if o.status in ("NEW", "PARTIALLY_FILLED")}
         filled = 0
         for s in sorted(symbols & set(self.markets)):
             price = Decimal(f"{self.markets[s].last_price(now):.8f}")
-            filled += self.account.match(s, price, now) + self.conditional.on_price(s, price, now)
+            qty = self.tapes[s].last_trade(now).qty
+            filled += self.account.match(s, price, now, qty) + self.conditional.on_price(s, price, now)
         return filled
 
     def advance(self, seconds: float) -> dict[str, Any]:
@@ -185,6 +236,8 @@ class SimExchange:
             "requests": dict(self.requests),
             "order_posts_ns": list(self.order_posts_ns),
             "weight_used_1m": self.weights.used(),
+            "order_rate": self.order_rate.counts(),
+            "count_filters": self.count_filters.state(self.account, self.order_lists),
             "streams": self.hub.state(),
             "clock_ms": self.now_ms(),
             "symbols": sorted(self.markets),

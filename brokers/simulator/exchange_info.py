@@ -1,9 +1,19 @@
-"""exchangeInfo documents: symbols with Binance's filters and the rate limits."""
+"""exchangeInfo documents: symbols with Binance's filters and the rate limits.
+
+Every field of rest-api.md's example is present except the top-level ``sors`` ("present only
+when SOR is available": the simulator has no smart order routing).  What the simulator does
+not implement is stated as not allowed: ``amendAllowed`` (order amend keep priority),
+``opoAllowed`` (OPO lists) and ``pegInstructionsAllowed`` (pegged orders) are false.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
+
+from brokers.simulator.count_filters import CountFilters
+from brokers.simulator.order_rate import OrderRate
 
 QUOTES = ("USDT", "FDUSD", "USDC", "BUSD", "BTC", "ETH", "BNB")
 ORDER_TYPES = ["LIMIT", "LIMIT_MAKER", "MARKET", "STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"]
@@ -31,7 +41,8 @@ def step_size_for(price: float) -> float:
     return 10.0 ** max(-8, min(0, -math.floor(math.log10(max(price, 1e-8))) - 1))
 
 
-def symbol_info(symbol: str, price: float) -> dict[str, Any]:
+def symbol_info(symbol: str, price: float, count_filters: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One ``symbols`` entry; ``count_filters`` are the MAX_NUM_* filters in force (Binance's by default)."""
     base, quote = split_symbol(symbol)
     tick = tick_size_for(price)
     step = step_size_for(price)
@@ -49,9 +60,12 @@ def symbol_info(symbol: str, price: float) -> dict[str, Any]:
         "icebergAllowed": True,
         "ocoAllowed": True,
         "otoAllowed": True,
+        "opoAllowed": False,
         "quoteOrderQtyMarketAllowed": True,
         "allowTrailingStop": True,
         "cancelReplaceAllowed": True,
+        "amendAllowed": False,
+        "pegInstructionsAllowed": False,
         "isSpotTradingAllowed": True,
         "isMarginTradingAllowed": False,
         "filters": [
@@ -87,8 +101,7 @@ def symbol_info(symbol: str, price: float) -> dict[str, Any]:
                 "applyMaxToMarket": False,
                 "avgPriceMins": 5,
             },
-            {"filterType": "MAX_NUM_ORDERS", "maxNumOrders": 200},
-            {"filterType": "MAX_NUM_ALGO_ORDERS", "maxNumAlgoOrders": 5},
+            *(CountFilters().exchange_filters() if count_filters is None else count_filters),
         ],
         "permissions": [],
         "permissionSets": [["SPOT"]],
@@ -97,16 +110,23 @@ def symbol_info(symbol: str, price: float) -> dict[str, Any]:
     }
 
 
-def exchange_info(server_time: int, symbols: list[tuple[str, float]], weight_limit: int) -> dict[str, Any]:
+def exchange_info(
+    server_time: int,
+    symbols: list[tuple[str, float]],
+    weight_limit: int,
+    order_limits: Sequence[dict[str, Any]] | None = None,
+    count_filters: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The whole document; ``order_limits`` are the ``ORDERS`` rate limits in force (order_rate.py)."""
+    orders = OrderRate(lambda: 0).rate_limits() if order_limits is None else list(order_limits)
     return {
         "timezone": "UTC",
         "serverTime": server_time,
         "rateLimits": [
             {"rateLimitType": "REQUEST_WEIGHT", "interval": "MINUTE", "intervalNum": 1, "limit": weight_limit},
-            {"rateLimitType": "ORDERS", "interval": "SECOND", "intervalNum": 10, "limit": 100},
-            {"rateLimitType": "ORDERS", "interval": "DAY", "intervalNum": 1, "limit": 200000},
+            *orders,
             {"rateLimitType": "RAW_REQUESTS", "interval": "MINUTE", "intervalNum": 5, "limit": 61000},
         ],
         "exchangeFilters": [],
-        "symbols": [symbol_info(s, p) for s, p in symbols],
+        "symbols": [symbol_info(s, p, count_filters) for s, p in symbols],
     }

@@ -1,8 +1,9 @@
 """The WS-API ``executionReport`` event of a simulator order (user-data-stream.md's shape).
 
-Includes the stop price ``P``, the order list ``g``, the working time ``W`` (only once the order
-is on the book: an untriggered stop or a pending list leg has none), ``w``, ``V`` and, for
-trailing stops, ``d`` and ``D``.
+Includes the stop price ``P``, the order list ``g``, the execution id ``I``, the working time
+``W`` (only once the order is on the book: an untriggered stop or a pending list leg has none),
+``w``, ``M`` (true on a trade, as Binance's samples show), ``Q`` (``quoteOrderQty``), ``V``, the
+expiry reason ``eR`` of an expired order and, for trailing stops, ``d`` and ``D``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ def _s(x: Decimal) -> str:
     return f"{x:.8f}"
 
 
-def execution_report(order: SimOrder, exec_type: str, now: int, fill: dict[str, Any] | None) -> dict[str, Any]:
+def execution_report(
+    order: SimOrder, exec_type: str, now: int, fill: dict[str, Any] | None, exec_id: int
+) -> dict[str, Any]:
     """The report of ``order`` after an ``exec_type`` change (``fill``: the trade, for TRADE)."""
+    on_book = order.status in ("NEW", "PARTIALLY_FILLED") and order.working != -1
+    if order.type == "MARKET":
+        on_book = exec_type == "NEW"  # Binance's samples: a MARKET order's NEW says w=true, its trades false
     report: dict[str, Any] = {
         "e": "executionReport",
         "E": now,
@@ -45,17 +51,21 @@ def execution_report(order: SimOrder, exec_type: str, now: int, fill: dict[str, 
         "N": fill["commissionAsset"] if fill else None,
         "T": now,
         "t": fill["id"] if fill else -1,
-        "w": order.status in ("NEW", "PARTIALLY_FILLED") and order.working != -1,
+        "I": exec_id,
+        "w": on_book,
         "m": bool(fill and fill["isMaker"]),
+        "M": fill is not None,
         "O": order.time_ms,
         "Z": _s(order.cumulative_quote),
         "Y": (fill and _s(Decimal(fill["qty"]) * Decimal(fill["price"]))) or "0.00000000",
-        "Q": "0.00000000",
-        "V": "EXPIRE_MAKER",
+        "Q": _s(order.quote_qty or Decimal(0)),
+        "V": order.stp_mode,
     }
     if order.working != -1:
         report["W"] = order.working
     if order.trailing_delta is not None:
         report["d"] = order.trailing_delta
         report["D"] = order.trailing_time
+    if exec_type == "EXPIRED" and order.expiry_reason is not None:
+        report["eR"] = order.expiry_reason
     return report

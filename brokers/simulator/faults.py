@@ -15,7 +15,13 @@
   ``{"max_connection_age_s": 30}``, ``{"clock_skew_ms": 1500}``: the stream and clock faults.
 * ``{"order_fault": {"kind": "timeout"|"error_after_accept", ...}}``, ``{"drop_ws_api": true}``,
   ``{"user_stream_terminated": true}``: the trading faults.
-* ``{"reset": true}``: clear every fault.
+* ``{"order_rate": {"per_10s": 5, "per_day": 100}}``: tighter ``ORDERS`` rate limits (either may be
+  left out; ``null`` restores Binance's 100 per 10 s and 200,000 per day).  exchangeInfo states
+  them, placements past them answer 429/-1015 (order_rate.py); the counts made so far stay.
+* ``{"max_num_orders": 5, "max_num_algo_orders": 2, "max_num_order_lists": 1}``: tighter count
+  filters (any of them; ``null`` restores Binance's 200, 5 and 20), stated in exchangeInfo and
+  enforced with -2010 (count_filters.py).
+* ``{"reset": true}``: clear every fault, the two above included.
 """
 
 from __future__ import annotations

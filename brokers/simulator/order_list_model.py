@@ -22,6 +22,8 @@ class Leg:
     delta: int | None
     tif: str | None
     client_id: str
+    stp: str = "EXPIRE_MAKER"
+    """The list's ``selfTradePreventionMode`` (the symbol's default unless sent)."""
 
 
 @dataclass
@@ -73,7 +75,10 @@ def order_report(order: SimOrder, now: int) -> dict[str, Any]:
         out["trailingDelta"] = order.trailing_delta
         out["trailingTime"] = order.trailing_time
     out["workingTime"] = order.working
-    out["selfTradePreventionMode"] = "EXPIRE_MAKER"
+    out["selfTradePreventionMode"] = view["selfTradePreventionMode"]
+    for k in ("expiryReason", "preventedMatchId", "preventedQuantity"):
+        if k in view:
+            out[k] = view[k]
     return out
 
 

@@ -4,19 +4,23 @@
 ``POST /api/v3/orderList/otoco``, ``DELETE /api/v3/orderList``, ``GET /api/v3/orderList``,
 ``GET /api/v3/openOrderList`` and ``GET /api/v3/allOrderList``: parameters parsed and checked
 here, the lists' rules kept by :mod:`brokers.simulator.order_lists`, answers in Binance's shapes.
+A list counts as 2 (OCO, OTO) or 3 (OTOCO) placements against the order rate limits and its legs
+against MAX_NUM_ORDERS, itself against MAX_NUM_ORDER_LISTS (count_filters.py), before it is placed.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from aiohttp import web
 
-from brokers.simulator.accounts import OrderError
+from brokers.simulator.accounts import OrderError, SimOrder
 from brokers.simulator.exchange import SimExchange
 from brokers.simulator.order_lists import Leg, SimOrderList, order_report
-from brokers.simulator.order_rest import _decimal, _params, _symbol
-from brokers.simulator.rest import ApiError, json_response
+from brokers.simulator.order_rest import _decimal, _params, _symbol, stp_mode
+from brokers.simulator.rest import ApiError, count_orders, json_response
+from brokers.trigger_rules import CONDITIONAL_TYPES
 
 
 def _delta(params: dict[str, str], name: str) -> int | None:
@@ -58,6 +62,7 @@ def _leg(ex: SimExchange, params: dict[str, str], prefix: str, side: str, qty: D
         delta=_delta(params, key("trailingDelta")),
         tif=tif.upper() if tif else None,
         client_id=params.get(key("clientOrderId")) or f"sim-{ex.now_ms()}-{len(ex.account.orders) + n}",
+        stp=stp_mode(params),  # one selfTradePreventionMode for every order of the list
     )
 
 
@@ -83,12 +88,39 @@ def _answer(lst: SimOrderList, ex: SimExchange, resp_type: str, now: int) -> web
     return json_response(body)
 
 
+def _check_counts(request: web.Request, ex: SimExchange, symbol: str, legs: list[Leg], algo: list[Leg]) -> None:
+    """MAX_NUM_ORDERS for every leg, MAX_NUM_ALGO_ORDERS for ``algo`` legs, MAX_NUM_ORDER_LISTS for the list."""
+    refusal = ex.count_filters.check(
+        ex.account,
+        ex.order_lists,
+        symbol,
+        orders=len(legs),
+        algo=sum(1 for leg in algo if leg.otype in CONDITIONAL_TYPES),
+        order_lists=1,
+    )
+    if refusal is not None:
+        raise ApiError(refusal.code, refusal.msg)
+
+
+def cancelled_list_view(lst: SimOrderList, legs: list[SimOrder], now: int) -> dict[str, Any]:
+    """A cancelled list as ``DELETE /api/v3/orderList`` answers it (``orderReports`` with ``origClientOrderId``)."""
+    body = lst.view()
+    reports = []
+    for order in legs:
+        report = order_report(order, now)
+        report = {"symbol": report["symbol"], "origClientOrderId": order.client_order_id, **report}
+        reports.append(report)
+    body["orderReports"] = reports
+    return body
+
+
 def _list_client_id(ex: SimExchange, params: dict[str, str]) -> str:
     return params.get("listClientOrderId") or f"simlist-{ex.now_ms()}-{len(ex.order_lists.lists) + 1}"
 
 
 async def post_oco(request: web.Request) -> web.Response:
     ex, params = await _params(request)
+    count_orders(request, 2)
     symbol = _symbol(ex, params) or ""
     side = _side(params, "side")
     qty = _decimal(params, "quantity")
@@ -96,6 +128,7 @@ async def post_oco(request: web.Request) -> web.Response:
         raise ApiError(-1102, "Mandatory parameter 'quantity' was not sent, was empty/null, or malformed.")
     above = _leg(ex, params, "above", side, qty, 1)
     below = _leg(ex, params, "below", side, qty, 2)
+    _check_counts(request, ex, symbol, [above, below], [above, below])
     last, tick, step, now = _context(ex, symbol)
     try:
         lst, _ = ex.order_lists.place_oco(
@@ -108,6 +141,7 @@ async def post_oco(request: web.Request) -> web.Response:
 
 async def _post_oto(request: web.Request, *, otoco: bool) -> web.Response:
     ex, params = await _params(request)
+    count_orders(request, 3 if otoco else 2)
     symbol = _symbol(ex, params) or ""
     working = _leg(ex, params, "working", _side(params, "workingSide"), _decimal(params, "workingQuantity"), 1)
     if working.qty is None:
@@ -125,6 +159,7 @@ async def _post_oto(request: web.Request, *, otoco: bool) -> web.Response:
         ]
     else:
         pending = [_leg(ex, params, "pending", pending_side, pending_qty, 2)]
+    _check_counts(request, ex, symbol, [working, *pending], [working])
     last, tick, step, now = _context(ex, symbol)
     try:
         lst, _ = ex.order_lists.place_oto(symbol, _list_client_id(ex, params), working, pending, last, tick, step, now)
@@ -160,14 +195,7 @@ async def delete_order_list(request: web.Request) -> web.Response:
         legs = ex.order_lists.cancel(lst, now)
     except OrderError as exc:
         raise ApiError(exc.code, exc.msg, exc.status) from None
-    body = lst.view()
-    reports = []
-    for order in legs:
-        report = order_report(order, now)
-        report["origClientOrderId"] = order.client_order_id
-        reports.append(report)
-    body["orderReports"] = reports
-    return json_response(body)
+    return json_response(cancelled_list_view(lst, legs, now))
 
 
 async def get_order_list(request: web.Request) -> web.Response:

@@ -3,10 +3,12 @@
 Owns every list's legs and state.  An OCO's two legs cancel each other: when one fills (or
 partly fills) or its stop triggers, the other expires (``OCO_TRIGGER``).  An OTO's / OTOCO's
 pending legs (status PENDING_NEW, ``workingTime`` -1, nothing locked) go on the book only
-when the working order is fully filled; an OTOCO then works as an OCO.  Cancelling any leg
-cancels the whole list.  Funds: a SELL OCO locks its quantity once; a BUY OCO locks the larger
-of its two legs' worth.  Every change of a list emits ``listStatus`` (Binance's shape) after
-the legs' ``executionReport`` events.
+when the working order is fully filled; an OTOCO then works as an OCO.  A marketable working
+order walks the book like any LIMIT order; an IOC/FOK working order never rests: when it
+expires (unfilled, or only partly filled) the pending legs expire with it
+(``OTO_PHASE_ONE_EXPIRED``) and so does the list.  Cancelling any leg cancels the whole list.
+Funds: a SELL OCO locks its quantity once; a BUY OCO locks the larger of its two legs' worth.
+Every change of a list emits ``listStatus`` (Binance's shape) after the legs' ``executionReport`` events.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ class OrderLists:
         self._next = 1
         account.order_hooks.append(self._on_order_event)
         conditionals.trigger_hooks.append(self._on_trigger)
+
+    @property
+    def _max_algo(self) -> int:
+        """MAX_NUM_ALGO_ORDERS in force (the count filters the conditional orders share)."""
+        return self.conditionals.count_filters.max_num_algo_orders
 
     # --- placing -----------------------------------------------------------------------
     def _new_list(self, symbol: str, list_client_id: str, contingency: str, now: int) -> SimOrderList:
@@ -75,7 +82,7 @@ class OrderLists:
         if refusal is not None:
             raise OrderError(refusal.code, refusal.msg)
         algo = sum(1 for leg in (tp, stop) if leg.otype in tr.CONDITIONAL_TYPES)
-        refusal = tr.algo_limit(self.conditionals.open_algo(symbol), algo, 5)
+        refusal = tr.algo_limit(self.conditionals.open_algo(symbol), algo, self._max_algo)
         if refusal is not None:
             raise OrderError(refusal.code, refusal.msg)
         return tp, stop
@@ -111,7 +118,7 @@ class OrderLists:
             delta=None, tif=working.tif, last=last, tick=tick, step=step,
         )  # fmt: skip
         assert working.price is not None and working.qty is not None
-        marketable = tr.limit_marketable(working.side, working.price, last)
+        marketable = self.account.marketable(symbol, working.side, working.price, now)
         if working.otype == "LIMIT_MAKER" and marketable:
             raise OrderError(-2010, "Order would immediately match and take.")
         if len(pending) == 2:
@@ -130,7 +137,7 @@ class OrderLists:
                     delta=leg.delta, tif=leg.tif, last=last, tick=tick, step=step,
                 )  # fmt: skip
             if leg.otype in tr.CONDITIONAL_TYPES:
-                refusal = tr.algo_limit(self.conditionals.open_algo(symbol), 1, 5)
+                refusal = tr.algo_limit(self.conditionals.open_algo(symbol), 1, self._max_algo)
                 if refusal is not None:
                     raise OrderError(refusal.code, refusal.msg)
         lst = self._new_list(symbol, list_client_id, "OTO", now)
@@ -151,10 +158,10 @@ class OrderLists:
         for leg_order in legs:
             self.account._emit(leg_order, "NEW", now, None)
         self._emit(lst, now)
-        if marketable:
+        if marketable or work.time_in_force in ("IOC", "FOK"):
             release(self.account, work)
             work.reserved = None
-            self.account._fill(work, last, now, maker=False)
+            self.account.work(work, now)
         return lst, self._legs(lst)
 
     def _create(self, symbol: str, leg: Leg, now: int, list_id: int, status: str) -> SimOrder:
@@ -162,7 +169,7 @@ class OrderLists:
         return new_order(
             self.account, symbol=symbol, side=leg.side, otype=leg.otype, qty=leg.qty, price=leg.price,
             stop=leg.stop, delta=leg.delta, tif=leg.tif, client_id=leg.client_id, now=now, list_id=list_id,
-            status=status,
+            status=status, stp=leg.stp,
         )  # fmt: skip
 
     def _legs(self, lst: SimOrderList) -> list[SimOrder]:
@@ -200,45 +207,44 @@ class OrderLists:
             if leg.type == "MARKET":
                 leg.status, leg.working_time = "NEW", now
                 base, quote = split_symbol(leg.symbol)
-                if self.account._bal(quote if leg.side == "BUY" else base) < need(
-                    leg.side, "MARKET", leg.orig_qty, None, None, last
-                ):
+                planned = self.account.plan(leg.symbol, leg.side, leg.orig_qty, now, stp=leg.stp_mode)
+                cost = leg.orig_qty if leg.side == "SELL" else sum((p * q for p, q in planned), Decimal(0))
+                if self.account._bal(quote if leg.side == "BUY" else base) < cost:
                     self._expire(leg, now)
                 else:
                     leg.reserved = None
-                    self.account._fill(leg, last, now, maker=False)
+                    self.account.work(leg, now)
             else:
                 try:
                     self._arm(leg, last, now)
                 except OrderError:
                     self._expire(leg, now)
                 if leg.status == "NEW" and leg.type in ("LIMIT", "LIMIT_MAKER"):
-                    if tr.limit_marketable(leg.side, leg.price, last):
+                    if self.account.marketable(leg.symbol, leg.side, leg.price, now):
                         if leg.type == "LIMIT_MAKER":
                             self._cancel_leg(leg, now, "EXPIRED")
                         else:
                             release(self.account, leg)
                             leg.reserved = None
-                            self.account._fill(leg, last, now, maker=False)
+                            self.account.work(leg, now)
         self.conditionals.on_price(lst.symbol, last, now)
         self._check_done(lst, now)
 
     def _expire(self, order: SimOrder, now: int) -> None:
-        order.status, order.update_ms, order.reserved = "EXPIRED", now, Decimal(0)
-        self.account._emit(order, "EXPIRED", now, None)
+        self.account.expire(order, now, "REJECTED")
 
-    def _cancel_leg(self, order: SimOrder, now: int, status: str) -> None:
-        if order.status == "PENDING_NEW":
+    def _cancel_leg(self, order: SimOrder, now: int, status: str, reason: str | None = None) -> None:
+        if order.status in ("PENDING_NEW", "NEW", "PARTIALLY_FILLED"):
+            if order.status != "PENDING_NEW":
+                release(self.account, order)
             order.status, order.update_ms = status, now
-            self.account._emit(order, status, now, None)
-        elif order.status in ("NEW", "PARTIALLY_FILLED"):
-            release(self.account, order)
-            order.status, order.update_ms = status, now
+            if status == "EXPIRED":
+                order.expiry_reason = reason or "OCO_TRIGGER"
             self.account._emit(order, status, now, None)
 
     def _expire_open(self, lst: SimOrderList, now: int) -> None:
         for order in self._legs(lst):
-            self._cancel_leg(order, now, "EXPIRED")
+            self._cancel_leg(order, now, "EXPIRED", "REJECTED")
 
     def _on_trigger(self, order: SimOrder, now: int) -> None:
         lst = self.lists.get(order.order_list_id)
@@ -265,10 +271,11 @@ class OrderLists:
             elif exec_type == "TRADE" and order.order_id == lst.working_id and order.status == "FILLED":
                 price = Decimal(order.fills[-1]["price"]) if order.fills else order.price
                 self._activate(lst, price, now)
-            elif exec_type in ("CANCELED", "EXPIRED", "REJECTED"):
+            elif exec_type in ("CANCELED", "EXPIRED", "REJECTED", "TRADE_PREVENTION"):
                 status = "CANCELED" if exec_type == "CANCELED" else "EXPIRED"
+                reason = "OTO_PHASE_ONE_EXPIRED" if order.order_id == lst.working_id else "OCO_TRIGGER"
                 for other in self._legs(lst):
-                    self._cancel_leg(other, now, status)
+                    self._cancel_leg(other, now, status, reason)
         finally:
             lst.closing = False
         self._check_done(lst, now)

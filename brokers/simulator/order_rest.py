@@ -1,10 +1,17 @@
 """Binance's signed account and order endpoints on the simulator's one account.
 
-``POST/GET/DELETE /api/v3/order``, ``POST /api/v3/order/test``, ``GET /api/v3/openOrders``,
-``GET /api/v3/allOrders``, ``GET /api/v3/account``, ``GET /api/v3/myTrades``.  Each checks
-the API key, the HMAC signature and the recvWindow (with the clock-skew fault applied to
-the server's time), and answers with Binance's shapes and error codes.  Order faults from
-the control API make an accepted order's answer slow or a 5xx, as a real outage would.
+``POST/GET/DELETE /api/v3/order``, ``POST /api/v3/order/test``, ``GET/DELETE /api/v3/openOrders``,
+``GET /api/v3/allOrders``, ``GET /api/v3/account``, ``GET /api/v3/myTrades``,
+``GET /api/v3/myPreventedMatches`` and ``GET /api/v3/rateLimit/order``.  Each checks the API
+key, the HMAC signature and the recvWindow (with the clock-skew fault applied to the server's
+time), and answers with Binance's shapes and error codes.  A placement is counted against the
+order rate limits (order_rate.py) and checked against the count filters (count_filters.py)
+before it reaches the account; its ``selfTradePreventionMode`` is checked here (-1130) and
+passed to the account.  Order faults from the control API make an accepted order's answer slow
+or a 5xx, as a real outage would.
+
+A cancel's answer keeps the order's own ``clientOrderId`` (Binance puts the cancel's
+``newClientOrderId`` there): our brokers read the order's id from it.
 """
 
 from __future__ import annotations
@@ -15,12 +22,20 @@ from typing import Any
 
 from aiohttp import web
 
-from brokers.simulator.accounts import OrderError, SimOrder
+from brokers.simulator.accounts import DEFAULT_STP, STP_MODES, OrderError, SimOrder
 from brokers.simulator.conditional import ALL_TYPES, PERCENT_PRICE, TIF_REQUIRED
 from brokers.simulator.exchange import SimExchange
-from brokers.simulator.rest import ARRIVED_NS, EXCHANGE_KEY, ApiError, json_response
+from brokers.simulator.rest import (
+    ARRIVED_NS,
+    EXCHANGE_KEY,
+    ApiError,
+    count_orders,
+    json_response,
+)
 from brokers.simulator.signing import signed_params
 from brokers.trigger_rules import CONDITIONAL_TYPES, percent_price_by_side
+
+OPEN_STATUSES = ("NEW", "PARTIALLY_FILLED", "PENDING_NEW")
 
 
 async def _params(request: web.Request) -> tuple[SimExchange, dict[str, str]]:
@@ -58,6 +73,44 @@ def _decimal(params: dict[str, str], name: str) -> Decimal | None:
     return value
 
 
+RESULT_KEYS = (
+    "price", "origQty", "executedQty", "origQuoteOrderQty", "cummulativeQuoteQty", "status", "timeInForce", "type",
+    "side",
+)  # fmt: skip
+"""The fields of a RESULT answer between ``transactTime`` and ``workingTime`` (rest-api.md, New order)."""
+
+
+def _conditional(order: SimOrder, view: dict[str, Any]) -> dict[str, Any]:
+    """rest-api.md's "Conditional fields in Order Responses" that apply to ``order``."""
+    out: dict[str, Any] = {}
+    if order.stop_price is not None:
+        out["stopPrice"] = view["stopPrice"]
+    if order.trailing_delta is not None:
+        out["trailingDelta"] = order.trailing_delta
+        out["trailingTime"] = order.trailing_time
+    for k in ("expiryReason", "preventedMatchId", "preventedQuantity"):
+        if k in view:
+            out[k] = view[k]
+    return out
+
+
+def cancel_view(order: SimOrder, now: int) -> dict[str, Any]:
+    """A cancelled order as ``DELETE /api/v3/order`` (and openOrders, cancelReplace) answers it."""
+    view = order.rest_view()
+    out = {
+        "symbol": order.symbol,
+        "origClientOrderId": order.client_order_id,
+        "orderId": order.order_id,
+        "orderListId": order.order_list_id,
+        "clientOrderId": order.client_order_id,
+        "transactTime": now,
+    }
+    out |= {k: view[k] for k in RESULT_KEYS}
+    out |= _conditional(order, view)
+    out["selfTradePreventionMode"] = view["selfTradePreventionMode"]
+    return out
+
+
 def _view(order: SimOrder, resp_type: str) -> dict[str, Any]:
     out = {
         "symbol": order.symbol,
@@ -69,17 +122,10 @@ def _view(order: SimOrder, resp_type: str) -> dict[str, Any]:
     if resp_type == "ACK":
         return out
     view = order.rest_view()
-    out |= {
-        k: view[k]
-        for k in ("price", "origQty", "executedQty", "cummulativeQuoteQty", "status", "timeInForce", "type", "side")
-    }
-    if order.stop_price is not None:
-        out["stopPrice"] = view["stopPrice"]
-    if order.trailing_delta is not None:
-        out["trailingDelta"] = order.trailing_delta
-        out["trailingTime"] = order.trailing_time
+    out |= {k: view[k] for k in RESULT_KEYS}
+    out |= _conditional(order, view)
     out["workingTime"] = order.working
-    out["selfTradePreventionMode"] = "EXPIRE_MAKER"
+    out["selfTradePreventionMode"] = view["selfTradePreventionMode"]
     if resp_type == "FULL":
         out["fills"] = [
             {k: f[k] for k in ("price", "qty", "commission", "commissionAsset", "tradeId")} for f in order.fills
@@ -87,8 +133,27 @@ def _view(order: SimOrder, resp_type: str) -> dict[str, Any]:
     return out
 
 
-async def _place(request: web.Request, *, test: bool) -> web.Response:
-    ex, params = await _params(request)
+def stp_mode(params: dict[str, str]) -> str:
+    """``selfTradePreventionMode``: one of the symbol's ``allowedSelfTradePreventionModes`` (default EXPIRE_MAKER).
+
+    Another value (DECREMENT and TRANSFER included, which the simulated symbols do not allow)
+    is refused with errors.md's -1130.
+    """
+    raw = params.get("selfTradePreventionMode")
+    if raw is None or raw == "":
+        return DEFAULT_STP
+    if raw not in STP_MODES:
+        raise ApiError(-1130, "Data sent for parameter 'selfTradePreventionMode' is not valid.")
+    return raw
+
+
+def default_resp_type(otype: str) -> str:
+    """``newOrderRespType`` when not sent: FULL for MARKET and LIMIT orders, ACK for the others."""
+    return "FULL" if otype in ("MARKET", "LIMIT") else "ACK"
+
+
+def place_order(request: web.Request, ex: SimExchange, params: dict[str, str], *, test: bool) -> SimOrder:
+    """Check ``params`` as ``POST /api/v3/order`` does and place the order (not with ``test``)."""
     symbol = _symbol(ex, params) or ""
     side = params.get("side", "").upper()
     if side not in ("BUY", "SELL"):
@@ -106,16 +171,22 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
     last = Decimal(f"{ex.markets[symbol].last_price(now):.8f}")
     tick, step = ex.account.steps(dict(ex.start_prices())[symbol])
     stop, delta = _decimal(params, "stopPrice"), _trailing_delta(params)
+    stp = stp_mode(params)
+    if not test:
+        refusal = ex.count_filters.check(
+            ex.account, ex.order_lists, symbol, orders=1, algo=int(otype in CONDITIONAL_TYPES)
+        )
+        if refusal is not None:
+            raise ApiError(refusal.code, refusal.msg)
     if otype in CONDITIONAL_TYPES:
         try:
-            order = ex.conditional.place(
+            return ex.conditional.place(
                 symbol=symbol, side=side, otype=otype, qty=_decimal(params, "quantity"),
                 price=_decimal(params, "price"), stop=stop, delta=delta, tif=tif, client_id=client_id, last=last,
-                tick=tick, step=step, now=now, test=test,
+                tick=tick, step=step, now=now, test=test, stp=stp,
             )  # fmt: skip
         except OrderError as exc:
             raise ApiError(exc.code, exc.msg, exc.status) from None
-        return await _answer(ex, order, params, "ACK", test=test)
     if stop is not None or delta is not None:
         raise ApiError(
             -1106, f"Parameter '{'stopPrice' if stop is not None else 'trailingDelta'}' sent when not required."
@@ -126,7 +197,7 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
         if refusal is not None:
             raise ApiError(refusal.code, refusal.msg)
     try:
-        order = ex.account.place(
+        return ex.account.place(
             symbol=symbol,
             side=side,
             otype=otype,
@@ -140,10 +211,16 @@ async def _place(request: web.Request, *, test: bool) -> web.Response:
             step=step,
             now=now,
             test=test,
+            stp=stp,
         )
     except OrderError as exc:
         raise ApiError(exc.code, exc.msg, exc.status) from None
-    return await _answer(ex, order, params, "FULL" if otype == "MARKET" else "RESULT", test=test)
+
+
+def order_answer(order: SimOrder, params: dict[str, str]) -> dict[str, Any]:
+    """The answer to a placed order in the ``newOrderRespType`` asked for (or the type's default)."""
+    resp_type = params.get("newOrderRespType", "").upper() or default_resp_type(order.type)
+    return _view(order, resp_type)
 
 
 def _trailing_delta(params: dict[str, str]) -> int | None:
@@ -155,12 +232,8 @@ def _trailing_delta(params: dict[str, str]) -> int | None:
     return int(raw)
 
 
-async def _answer(
-    ex: SimExchange, order: SimOrder, params: dict[str, str], default_resp: str, *, test: bool
-) -> web.Response:
+async def _answer(ex: SimExchange, order: SimOrder, params: dict[str, str]) -> web.Response:
     """The answer to an accepted order, with the order faults of the control API applied."""
-    if test:
-        return json_response({})
     fault = ex.faults.take_order_fault()
     if fault is not None:
         if fault.kind == "timeout":
@@ -169,15 +242,19 @@ async def _answer(
             return json_response(
                 {"code": -1000, "msg": "An unknown error occurred while processing the request."}, status=fault.status
             )
-    return json_response(_view(order, params.get("newOrderRespType", default_resp).upper()))
+    return json_response(order_answer(order, params))
 
 
 async def post_order(request: web.Request) -> web.Response:
-    return await _place(request, test=False)
+    ex, params = await _params(request)
+    count_orders(request, 1)
+    return await _answer(ex, place_order(request, ex, params, test=False), params)
 
 
 async def post_order_test(request: web.Request) -> web.Response:
-    return await _place(request, test=True)
+    ex, params = await _params(request)
+    place_order(request, ex, params, test=True)
+    return json_response({})
 
 
 def _find(ex: SimExchange, params: dict[str, str], symbol: str) -> SimOrder | None:
@@ -198,12 +275,10 @@ async def get_order(request: web.Request) -> web.Response:
     return json_response(order.rest_view())
 
 
-async def delete_order(request: web.Request) -> web.Response:
-    ex, params = await _params(request)
-    symbol = _symbol(ex, params) or ""
-    order = _find(ex, params, symbol)
-    if order is None:
-        raise ApiError(-2011, "Unknown order sent.")
+def cancel_order(ex: SimExchange, order: SimOrder, restriction: str | None = None) -> None:
+    """Cancel ``order`` (its whole list when it is a list's leg), as ``DELETE /api/v3/order`` does."""
+    if restriction is not None and order.status in ("NEW", "PARTIALLY_FILLED") and order.status != restriction[5:]:
+        raise ApiError(-2011, "Order was not canceled due to cancel restrictions.")
     try:
         lst = ex.order_lists.lists.get(order.order_list_id)
         if lst is not None:
@@ -212,10 +287,66 @@ async def delete_order(request: web.Request) -> web.Response:
             ex.account.cancel(order, ex.now_ms())
     except OrderError as exc:
         raise ApiError(exc.code, exc.msg, exc.status) from None
-    view = order.rest_view()
-    view["origClientOrderId"] = order.client_order_id
-    view["transactTime"] = order.update_ms
-    return json_response(view)
+
+
+def cancel_restriction(params: dict[str, str], name: str = "cancelRestrictions") -> str | None:
+    """``cancelRestrictions``: ONLY_NEW or ONLY_PARTIALLY_FILLED (-1145 otherwise), or None."""
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"):
+        raise ApiError(-1145, "Invalid cancelRestrictions")
+    return raw
+
+
+async def delete_order(request: web.Request) -> web.Response:
+    ex, params = await _params(request)
+    symbol = _symbol(ex, params) or ""
+    restriction = cancel_restriction(params)
+    order = _find(ex, params, symbol)
+    if order is None:
+        raise ApiError(-2011, "Unknown order sent.")
+    cancel_order(ex, order, restriction)
+    return json_response(cancel_view(order, order.update_ms))
+
+
+async def delete_open_orders(request: web.Request) -> web.Response:
+    """``DELETE /api/v3/openOrders``: every open order and order list of ``symbol``, cancelled.
+
+    Standalone orders answer as a cancel does, each list once as ``DELETE /api/v3/orderList`` does;
+    with nothing open the answer is -2011 "Unknown order sent.".
+    """
+    from brokers.simulator.order_list_rest import cancelled_list_view  # order_list_rest imports this module
+
+    ex, params = await _params(request)
+    symbol = _symbol(ex, params) or ""
+    now = ex.now_ms()
+    open_now = [o for o in ex.account.orders.values() if o.symbol == symbol and o.status in OPEN_STATUSES]
+    if not open_now:
+        raise ApiError(-2011, "Unknown order sent.")
+    answers: list[dict[str, Any]] = []
+    lists_done: set[int] = set()
+    for order in open_now:
+        lst = ex.order_lists.lists.get(order.order_list_id)
+        if lst is None:
+            if order.status in OPEN_STATUSES:
+                cancel_order(ex, order)
+                answers.append(cancel_view(order, now))
+        elif lst.list_id not in lists_done:
+            lists_done.add(lst.list_id)
+            if not lst.done:
+                try:
+                    legs = ex.order_lists.cancel(lst, now)
+                except OrderError as exc:
+                    raise ApiError(exc.code, exc.msg, exc.status) from None
+                answers.append(cancelled_list_view(lst, legs, now))
+    return json_response(answers)
+
+
+async def rate_limit_order(request: web.Request) -> web.Response:
+    """``GET /api/v3/rateLimit/order``: the account's order count in each ``ORDERS`` interval."""
+    await _params(request)
+    return json_response(request.app[EXCHANGE_KEY].order_rate.counts())
 
 
 async def open_orders(request: web.Request) -> web.Response:
@@ -224,7 +355,7 @@ async def open_orders(request: web.Request) -> web.Response:
     rows = [
         o.rest_view()
         for o in ex.account.orders.values()
-        if o.status in ("NEW", "PARTIALLY_FILLED", "PENDING_NEW") and (symbol is None or o.symbol == symbol)
+        if o.status in OPEN_STATUSES and (symbol is None or o.symbol == symbol)
     ]
     return json_response(rows)
 
@@ -235,8 +366,19 @@ async def all_orders(request: web.Request) -> web.Response:
     return json_response([o.rest_view() for o in ex.account.orders.values() if o.symbol == symbol])
 
 
+ACCOUNT_UID = 354937868
+"""The account's ``uid`` (rest-api.md's example; the simulator has one account)."""
+
+
+def _balances(ex: SimExchange, params: dict[str, str]) -> list[dict[str, str]]:
+    rows = ex.account.balances_view()
+    if params.get("omitZeroBalances", "").lower() == "true":
+        rows = [b for b in rows if Decimal(b["free"]) or Decimal(b["locked"])]
+    return rows
+
+
 async def account(request: web.Request) -> web.Response:
-    ex, _ = await _params(request)
+    ex, params = await _params(request)
     return json_response(
         {
             "makerCommission": int(ex.account.maker_fee * 10_000),
@@ -247,10 +389,14 @@ async def account(request: web.Request) -> web.Response:
             "canTrade": True,
             "canWithdraw": True,
             "canDeposit": True,
+            "brokered": False,
+            "requireSelfTradePrevention": False,
+            "preventSor": False,
             "updateTime": ex.now_ms(),
             "accountType": "SPOT",
-            "balances": ex.account.balances_view(),
+            "balances": _balances(ex, params),
             "permissions": ["SPOT"],
+            "uid": ACCOUNT_UID,
         }
     )
 
@@ -270,13 +416,41 @@ async def my_trades(request: web.Request) -> web.Response:
     return json_response(rows[:limit] if from_id is not None else rows[-limit:])
 
 
+async def my_prevented_matches(request: web.Request) -> web.Response:
+    """``GET /api/v3/myPreventedMatches``: one by ``preventedMatchId``, or an order's (``fromPreventedMatchId``…)."""
+    ex, params = await _params(request)
+    symbol = _symbol(ex, params) or ""
+
+    def number(name: str) -> int | None:
+        raw = params.get(name)
+        if raw is None or raw == "":
+            return None
+        if not raw.isdigit():
+            raise ApiError(-1100, f"Illegal characters found in parameter '{name}'.")
+        return int(raw)
+
+    match_id, order_id = number("preventedMatchId"), number("orderId")
+    from_id, limit = number("fromPreventedMatchId"), number("limit")
+    if (match_id is None) == (order_id is None) or (match_id is not None and (from_id, limit) != (None, None)):
+        raise ApiError(-1128, "Combination of optional parameters invalid.")
+    if limit is not None and not 1 <= limit <= 1000:
+        raise ApiError(-1130, "Data sent for parameter 'limit' is not valid.")
+    rows = ex.account.prevented_matches(
+        symbol, match_id=match_id, order_id=order_id, from_id=from_id, limit=500 if limit is None else limit
+    )
+    return json_response(rows)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/v3/order", post_order)
     app.router.add_post("/api/v3/order/test", post_order_test)
     app.router.add_get("/api/v3/order", get_order)
     app.router.add_delete("/api/v3/order", delete_order)
     app.router.add_get("/api/v3/openOrders", open_orders)
+    app.router.add_delete("/api/v3/openOrders", delete_open_orders)
+    app.router.add_get("/api/v3/rateLimit/order", rate_limit_order)
     app.router.add_get("/api/v3/allOrders", all_orders)
     app.router.add_get("/api/v3/account", account)
     app.router.add_get("/api/v3/account/commission", account_commission)
     app.router.add_get("/api/v3/myTrades", my_trades)
+    app.router.add_get("/api/v3/myPreventedMatches", my_prevented_matches)

@@ -1,10 +1,11 @@
-"""Market streams: connections, subscriptions, and pushing kline updates to them.
+"""Market streams: stream names, connections and their subscriptions.
 
 Each connection has a send queue drained by its own writer task, so a slow client never
 blocks the exchange.  The writer also sends ping frames, enforces the maximum connection
 age, and goes silent while a stall fault is active (nothing at all is sent, as with a
-stuck TCP path).  Kline keys are ``(SYMBOL, interval)``; stream names are Binance's
-lowercase ``<symbol>@kline_<interval>``.
+stuck TCP path).  Stream names are Binance's (web-socket-streams.md), parsed once into a
+:class:`StreamSpec`; kline keys are ``(SYMBOL, interval)``.  What is pushed on the
+streams other than klines is market_streams.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from aiohttp import web
@@ -21,6 +22,83 @@ from aiohttp import web
 from brokers.simulator.faults import Faults
 
 MAX_STREAMS_PER_CONNECTION = 1024
+REAL_TIME = 0
+"""A stream's update speed for "Real-time" streams: pushed whenever anything happened."""
+KLINE_PERIOD_MS = 2_000
+
+StreamKind = Literal[
+    "kline",
+    "trade",
+    "aggTrade",
+    "blockTrade",
+    "depth",
+    "partialDepth",
+    "bookTicker",
+    "ticker",
+    "miniTicker",
+    "windowTicker",
+    "avgPrice",
+]
+WINDOWS_MS: dict[str, int] = {"1h": 3_600_000, "4h": 14_400_000, "1d": 86_400_000}
+"""The rolling-window ticker sizes of ``<symbol>@ticker_<window>`` and ``!ticker_<window>@arr``."""
+PARTIAL_LEVELS = ("5", "10", "20")
+_SYMBOL_STREAMS: dict[str, tuple[StreamKind, int]] = {
+    "trade": ("trade", REAL_TIME),
+    "aggTrade": ("aggTrade", REAL_TIME),
+    "blockTrade": ("blockTrade", REAL_TIME),
+    "depth": ("depth", 1_000),
+    "depth@100ms": ("depth", 100),
+    "bookTicker": ("bookTicker", REAL_TIME),
+    "ticker": ("ticker", 1_000),
+    "miniTicker": ("miniTicker", 1_000),
+    "avgPrice": ("avgPrice", 1_000),
+    **{f"depth{n}": ("partialDepth", 1_000) for n in PARTIAL_LEVELS},
+    **{f"depth{n}@100ms": ("partialDepth", 100) for n in PARTIAL_LEVELS},
+    **{f"ticker_{w}": ("windowTicker", 1_000) for w in WINDOWS_MS},
+}
+_MARKET_STREAMS: dict[str, tuple[StreamKind, str]] = {
+    "!miniTicker@arr": ("miniTicker", ""),
+    **{f"!ticker_{w}@arr": ("windowTicker", w) for w in WINDOWS_MS},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """A parsed stream name: what it carries, for which market, and how often it is pushed.
+
+    ``symbol`` is upper case, or None for the all-market ``!…@arr`` streams; ``arg`` is the
+    kline interval, the rolling window, or the partial book's levels; ``period_ms`` is the
+    documented update speed (``REAL_TIME`` for the real-time streams).
+    """
+
+    name: str
+    kind: StreamKind
+    symbol: str | None
+    arg: str = ""
+    period_ms: int = REAL_TIME
+
+
+def parse_spec(name: str) -> StreamSpec | None:
+    """The spec of a Binance market stream name, or None when the name is no stream Binance documents.
+
+    The symbol's case is kept as it came (``upper()`` only in ``symbol``): callers check
+    that it was lower case, as Binance requires.
+    """
+    if name in _MARKET_STREAMS:
+        kind, window = _MARKET_STREAMS[name]
+        return StreamSpec(name, kind, None, window, 1_000)
+    sym, sep, rest = name.partition("@")
+    if not sep or not sym or sym.startswith("!"):
+        return None
+    if rest.startswith("kline_"):
+        return StreamSpec(name, "kline", sym.upper(), rest[len("kline_") :], KLINE_PERIOD_MS)
+    if rest not in _SYMBOL_STREAMS:
+        return None
+    kind, period = _SYMBOL_STREAMS[rest]
+    arg = rest.removeprefix("ticker_") if kind == "windowTicker" else ""
+    if kind == "partialDepth":
+        arg = rest.removeprefix("depth").removesuffix("@100ms")
+    return StreamSpec(name, kind, sym.upper(), arg, period)
 
 
 def parse_stream(name: str) -> tuple[str, str] | None:
@@ -39,7 +117,7 @@ class StreamConnection:
     transport: Any
     combined: bool
     opened: float = field(default_factory=time.monotonic)
-    streams: dict[str, int] = field(default_factory=dict)  # name → open time last pushed
+    streams: dict[str, int] = field(default_factory=dict)  # name → kline open time last pushed (0: not a kline)
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
 
     def send_json(self, obj: Any) -> None:
@@ -110,6 +188,17 @@ class StreamHub:
             conn.queue.put_nowait(b"")
             conn.queue.put_nowait(None)
         return len(conns)
+
+    def by_stream(self) -> dict[str, list[StreamConnection]]:
+        """Stream name → the connections subscribed to it."""
+        out: dict[str, list[StreamConnection]] = {}
+        for conn in self.connections:
+            for name in conn.streams:
+                out.setdefault(name, []).append(conn)
+        return out
+
+    def subscribed(self, name: str) -> bool:
+        return any(name in conn.streams for conn in self.connections)
 
     def state(self) -> dict[str, Any]:
         subs = sorted({name for c in self.connections for name in c.streams})

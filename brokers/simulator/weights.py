@@ -1,4 +1,10 @@
-"""Request weight per IP over a rolling minute, as Binance counts it (REQUEST_WEIGHT 6000/1m)."""
+"""Request weight per IP over a rolling minute, as Binance counts it (REQUEST_WEIGHT 6000/1m).
+
+The documented weight of each endpoint (rest-api.md, "Weight") is :func:`request_weight`'s answer:
+a table by path, method-specific entries (``DELETE /api/v3/openOrders`` weighs 1, its ``GET`` 6; the
+documented 80 of a ``GET`` without ``symbol`` is not charged yet), and the weights that depend on
+parameters (depth limit, how many symbols a ticker asks for).
+"""
 
 from __future__ import annotations
 
@@ -22,13 +28,41 @@ ENDPOINT_WEIGHTS: dict[str, int] = {
     "/api/v3/account": 20,
     "/api/v3/account/commission": 20,
     "/api/v3/myTrades": 20,
+    "/api/v3/myPreventedMatches": 20,
     "/api/v3/depth": 5,
     "/api/v3/trades": 25,
     "/api/v3/historicalTrades": 25,
     "/api/v3/aggTrades": 4,
     "/api/v3/avgPrice": 2,
     "/api/v3/ticker/bookTicker": 2,
+    "/api/v3/ticker": 4,
+    "/api/v3/rateLimit/order": 40,
+    "/api/v3/order/cancelReplace": 1,
+    "/api/v3/orderList": 4,
+    "/api/v3/openOrderList": 6,
+    "/api/v3/allOrderList": 20,
 }
+METHOD_WEIGHTS: dict[tuple[str, str], int] = {
+    ("DELETE", "/api/v3/openOrders"): 1,
+    ("DELETE", "/api/v3/order"): 1,
+    ("DELETE", "/api/v3/orderList"): 1,
+}
+"""Where one path's methods weigh differently: the cancels weigh 1."""
+
+
+def request_weight(method: str, path: str, query: Mapping[str, str]) -> int:
+    """The documented weight of one request (1 for a path without a documented weight)."""
+    if (method, path) in METHOD_WEIGHTS:
+        return METHOD_WEIGHTS[(method, path)]
+    weight = ENDPOINT_WEIGHTS.get(path, 1)
+    if path == "/api/v3/exchangeInfo":
+        return 2 if "symbol" in query or "symbols" in query else 20
+    if path == "/api/v3/myPreventedMatches":
+        return 2 if "preventedMatchId" in query else 20  # rest-api.md: 2 by preventedMatchId, 20 by orderId
+    if path == "/api/v3/ticker":
+        count = query["symbols"].count(",") + 1 if "symbols" in query else 1
+        return min(200, 4 * count)
+    return market_data_weight(path, query, weight)
 
 
 def market_data_weight(path: str, query: Mapping[str, str], weight: int) -> int:

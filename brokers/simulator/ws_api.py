@@ -1,10 +1,15 @@
 """The WebSocket API at ``/ws-api/v3``: the signed user-data subscription and a few utility methods.
 
+This is how spot user data reaches a client today: Binance removed the listenKey streams
+(REST ``/api/v3/userDataStream``, WS-API ``userDataStream.start``) on 2026-02-20, and
+ccxt.pro's binance subscribes spot accounts this way only.
 ``userDataStream.subscribe.signature`` (HMAC over the sorted parameters) subscribes the
-connection to the account's ``executionReport`` and ``outboundAccountPosition`` events,
-wrapped as Binance does (``{"subscriptionId": N, "event": {...}}``);
-``userDataStream.unsubscribe`` ends it with ``eventStreamTerminated``; ``ping`` and ``time``
-answer.  Faults: every connection can be dropped, or every subscription terminated.
+connection to the account's ``executionReport``, ``outboundAccountPosition`` and
+``listStatus`` events, wrapped as Binance does (``{"subscriptionId": N, "event": {...}}``);
+``userDataStream.unsubscribe`` ends one or all with ``eventStreamTerminated``;
+``session.subscriptions`` lists the active ones; ``ping`` and ``time`` answer.  The
+subscriptions' rules are ws_api_hub.py's.  Faults: every connection can be dropped, or every
+subscription terminated.
 """
 
 from __future__ import annotations
@@ -29,14 +34,27 @@ def _error(req_id: Any, code: int, msg: str, status: int = 400) -> dict[str, Any
 
 
 def _verify(params: dict[str, Any], api_key: str, secret: str, server_ms: int) -> None:
-    if params.get("apiKey") != api_key:
+    for name in ("apiKey", "signature"):
+        if not params.get(name):
+            raise OrderError(-1102, f"Mandatory parameter '{name}' was not sent, was empty/null, or malformed.")
+    if params["apiKey"] != api_key:
         raise OrderError(-2015, "Invalid API-key, IP, or permissions for action.", status=401)
-    signature = str(params.get("signature", ""))
+    signature = str(params["signature"])
     payload = "&".join(f"{k}={params[k]}" for k in sorted(params) if k != "signature")
     expected = hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, signature.lower()):
         raise OrderError(-1022, "Signature for this request is not valid.")
     check_time({k: str(v) for k, v in params.items()}, server_ms)
+
+
+def _optional_int(params: dict[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise OrderError(-1100, f"Illegal characters found in parameter '{name}'.") from None
 
 
 async def ws_api(request: web.Request) -> web.WebSocketResponse:
@@ -73,32 +91,26 @@ async def ws_api(request: web.Request) -> web.WebSocketResponse:
             elif method == "userDataStream.subscribe.signature":
                 try:
                     _verify(params, ex.config.api_key, ex.config.api_secret, ex.server_time())
+                    sub_id = conn.subscribe(ex.account)
                 except OrderError as exc:
                     conn.send(_error(req_id, exc.code, exc.msg, exc.status))
                     continue
-                sub_id = ex.ws_api.next_subscription()
-
-                def listener(event: dict[str, Any], sub_id: int = sub_id) -> None:
-                    conn.send({"subscriptionId": sub_id, "event": event})
-
-                conn.subscriptions[sub_id] = listener
-                ex.account.listeners.append(listener)
                 conn.send({"id": req_id, "status": 200, "result": {"subscriptionId": sub_id}})
             elif method == "userDataStream.unsubscribe":
-                ids = [params["subscriptionId"]] if "subscriptionId" in params else list(conn.subscriptions)
-                for sub_id in ids:
-                    listener = conn.subscriptions.pop(sub_id, None)
-                    if listener is not None:
-                        with contextlib.suppress(ValueError):
-                            ex.account.listeners.remove(listener)
-                        conn.send({"subscriptionId": sub_id, "event": {"e": "eventStreamTerminated", "E": ex.now_ms()}})
+                try:
+                    sub_id = _optional_int(params, "subscriptionId")
+                except OrderError as exc:
+                    conn.send(_error(req_id, exc.code, exc.msg, exc.status))
+                    continue
+                conn.unsubscribe(ex.account, ex.now_ms(), sub_id)
                 conn.send({"id": req_id, "status": 200, "result": {}})
+            elif method == "session.subscriptions":
+                result = [{"subscriptionId": sub_id} for sub_id in sorted(conn.subscriptions)]
+                conn.send({"id": req_id, "status": 200, "result": result})
             else:
                 conn.send(_error(req_id, -1102, f"Unknown method {method!r}"))
     finally:
-        for listener in conn.subscriptions.values():
-            with contextlib.suppress(ValueError):
-                ex.account.listeners.remove(listener)
+        conn.detach(ex.account)
         ex.ws_api.connections.discard(conn)
         writing.cancel()
         with contextlib.suppress(asyncio.CancelledError):

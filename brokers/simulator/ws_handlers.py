@@ -1,9 +1,11 @@
 """The websocket endpoints: ``/ws``, ``/ws/<stream>`` and ``/stream?streams=a/b``.
 
 Handles Binance's live methods SUBSCRIBE, UNSUBSCRIBE and LIST_SUBSCRIPTIONS with their
-acknowledgements and error answers.  While the ``refuse_streams`` fault is set, every
-handshake (and any plain GET of these paths) is answered with its HTTP status and Binance's
-body, as Binance does for a region it refuses.
+acknowledgements and error answers.  A stream name is accepted only if web-socket-streams.md
+documents it (streams.py's ``parse_spec``) for a simulated symbol written in lower case;
+anything else is refused at the handshake (HTTP 400, -1121) or answered with error 2 live.
+While the ``refuse_streams`` fault is set, every handshake (and any plain GET of these paths)
+is answered with its HTTP status and Binance's body, as Binance does for a region it refuses.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from aiohttp import WSMsgType, web
 from brokers.simulator.exchange import SimExchange
 from brokers.simulator.market import INTERVAL_MS
 from brokers.simulator.rest import EXCHANGE_KEY
-from brokers.simulator.streams import MAX_STREAMS_PER_CONNECTION, StreamConnection, parse_stream
+from brokers.simulator.streams import MAX_STREAMS_PER_CONNECTION, StreamConnection, parse_spec
 
 
 def _valid_stream(ex: SimExchange, name: str) -> bool:
-    key = parse_stream(name)
+    """A stream Binance documents (streams.py), of a simulated symbol written in lower case."""
+    spec = parse_spec(name)
+    if spec is None:
+        return False
+    if spec.kind == "kline" and spec.arg not in INTERVAL_MS:
+        return False
+    if spec.symbol is None:
+        return True
     symbol_part = name.partition("@")[0]
-    return key is not None and symbol_part == symbol_part.lower() and key[0] in ex.markets and key[1] in INTERVAL_MS
+    return symbol_part == symbol_part.lower() and spec.symbol in ex.markets
 
 
 def _handle_method(ex: SimExchange, conn: StreamConnection, msg: Any) -> dict[str, Any]:
@@ -51,6 +60,7 @@ def _handle_method(ex: SimExchange, conn: StreamConnection, msg: Any) -> dict[st
     else:
         for p in params:
             conn.streams.pop(p, None)
+        ex.market_streams.release()
     return {"result": None, "id": req_id}
 
 
@@ -83,6 +93,7 @@ async def _serve(request: web.Request, names: list[str], combined: bool) -> web.
             conn.send_json(_handle_method(ex, conn, body))
     finally:
         ex.hub.connections.discard(conn)
+        ex.market_streams.release()
         conn.queue.put_nowait(None)
         with contextlib.suppress(BaseException):
             await writer
@@ -93,8 +104,9 @@ async def _serve(request: web.Request, names: list[str], combined: bool) -> web.
 async def raw_stream(request: web.Request) -> web.StreamResponse:
     name = request.match_info.get("stream", "")
     # Like Binance, a path segment that names no stream at all (ccxt connects to ``/ws/0``)
-    # opens an empty connection to be filled by SUBSCRIBE; a malformed stream name is refused.
-    names = [n for n in name.split("/") if n and "@" in n]
+    # opens an empty connection to be filled by SUBSCRIBE; a malformed stream name (an
+    # all-market ``!name`` too) is refused.
+    names = [n for n in name.split("/") if n and ("@" in n or n.startswith("!"))]
     return await _serve(request, names, combined=False)
 
 

@@ -142,7 +142,8 @@ def build(
         interval, rule = interval_for(span)
         why.append(f"interval {interval}: the seed's rule, {rule}")
     if interval is not None and asset.source == "yahoo" and interval not in YAHOO_INTERVALS:
-        chosen = min(YAHOO_INTERVALS, key=lambda i: abs(interval_seconds(i) - interval_seconds(interval)))
+        wanted_s = interval_seconds(interval)
+        chosen = min(YAHOO_INTERVALS, key=lambda i: abs(interval_seconds(i) - wanted_s))
         warn.append(f"Yahoo has no {interval} bars; {chosen} used")
         interval = chosen
     if interval is None:
@@ -190,11 +191,11 @@ def _size(scan: Scan, pref: Any, why: list[str], warn: list[str]) -> tuple[int, 
             why.append(f"size {size[0]}x{size[1]} from '{m.group(0)}'")
             found = [m]
     if isinstance(pref, str) and pref.strip():
-        m = SIZE_RE.fullmatch(pref.strip().lower())
-        if m is None:
+        given = SIZE_RE.fullmatch(pref.strip().lower())
+        if given is None:
             warn.append(f"preferences.resolution {pref!r} is not WxH (e.g. 1200x675): ignored")
         else:
-            size = (int(m.group(1)), int(m.group(2)))
+            size = (int(given.group(1)), int(given.group(2)))
             why.append(f"size {size[0]}x{size[1]} from preferences.resolution")
     w = min(max(size[0], WIDTH_RANGE[0]), WIDTH_RANGE[1])
     h = min(max(size[1], HEIGHT_RANGE[0]), HEIGHT_RANGE[1])

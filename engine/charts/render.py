@@ -63,13 +63,14 @@ def _candles(ax: Axes, bars: Bars, x: np.ndarray, scale: Scale) -> None:
     up = bars.close >= bars.open
     colors = np.where(up, CANDLE_UP, CANDLE_DOWN).tolist()
     wicks = np.stack([np.stack([x, bars.low], 1), np.stack([x, bars.high], 1)], axis=1)
-    ax.add_collection(LineCollection(wicks, colors=colors, linewidths=max(0.6, 0.9 * scale.line), zorder=2))
+    ax.add_collection(LineCollection(wicks, colors=colors, linewidths=max(0.6, 0.9 * scale.line), zorder=2))  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; it takes the (N, k, 2) array as is
     lo = np.minimum(bars.open, bars.close)
     hi = np.maximum(bars.open, bars.close)
     ok = np.isfinite(bars.high) & np.isfinite(bars.low)
     pad = (float(bars.high[ok].max()) - float(bars.low[ok].min())) * 0.0015 if ok.any() else 0.0
     hi = np.where(hi - lo < pad, lo + pad, hi)  # doji stay visible
-    ax.add_collection(PolyCollection(bar_rects(x, lo, hi, 0.36), facecolors=colors, edgecolors="none", zorder=2))
+    rects = bar_rects(x, lo, hi, 0.36)
+    ax.add_collection(PolyCollection(rects, facecolors=colors, edgecolors="none", zorder=2))  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; it takes the (N, k, 2) array as is
 
 
 def _volume(ax: Axes, bars: Bars, x: np.ndarray) -> None:
@@ -82,7 +83,7 @@ def _volume(ax: Axes, bars: Bars, x: np.ndarray) -> None:
     colors = np.where(bars.close >= bars.open, CANDLE_UP, CANDLE_DOWN).tolist()
     twin.add_collection(
         PolyCollection(
-            bar_rects(x, np.zeros(len(vol)), vol, 0.36),
+            bar_rects(x, np.zeros(len(vol)), vol, 0.36),  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; it takes the (N, k, 2) array as is
             facecolors=colors,
             edgecolors="none",
             alpha=VOLUME_ALPHA,
@@ -96,10 +97,10 @@ def _volume(ax: Axes, bars: Bars, x: np.ndarray) -> None:
 def _price_limits(bars: Bars, overlays: list[PanelResult]) -> tuple[float, float]:
     ok = np.isfinite(bars.high) & np.isfinite(bars.low)
     if not ok.any():  # no finite candle: fit the overlays, or a unit range
-        ext = [e for e in (finite_extent(r) for r in overlays) if e is not None]
-        if not ext:
+        extents = [e for e in (finite_extent(r) for r in overlays) if e is not None]
+        if not extents:
             return 0.0, 1.0
-        lo, hi = min(e[0] for e in ext), max(e[1] for e in ext)
+        lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
         pad = (hi - lo) * 0.04 or 1.0
         return lo - pad, hi + pad
     lo, hi = float(bars.low[ok].min()), float(bars.high[ok].max())

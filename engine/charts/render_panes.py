@@ -57,7 +57,7 @@ def draw_result(ax: Axes, result: PanelResult, x: np.ndarray, scale: Scale) -> l
             verts = bar_rects(x[ok], np.full(ok.sum(), hist.bottom), hist.y[ok], 0.35)
             per_bar = len(hist.colors) == len(x)
             cols = np.asarray(hist.colors, dtype=object)[ok].tolist() if per_bar else (hist.colors[:1] or [MUTED])
-            ax.add_collection(PolyCollection(verts, facecolors=cols, edgecolors="none", alpha=0.8, zorder=2))
+            ax.add_collection(PolyCollection(verts, facecolors=cols, edgecolors="none", alpha=0.8, zorder=2))  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; it takes the (N, k, 2) array as is
     for h in result.hlines:
         if np.isfinite(h.y):
             ax.axhline(
@@ -117,7 +117,7 @@ def _draw_dots(ax: Axes, result: PanelResult, scale: Scale) -> None:
     )
     fontsize = scale.small * 0.85
     lo, hi = ax.get_xlim()
-    fig = ax.get_figure()
+    fig = ax.get_figure(root=True)
     width_px = ax.get_position().width * fig.get_figwidth() * fig.dpi if fig is not None else 1000.0
     bars_per_px = (hi - lo) / max(width_px, 1.0)
     char_bars = fontsize * (100 / 72) * 0.6 * bars_per_px  # one character's width, in bars
@@ -130,7 +130,7 @@ def _draw_dots(ax: Axes, result: PanelResult, scale: Scale) -> None:
             continue
         placed.append((float(d.x), half))
         ax.annotate(
-            d.label,
+            d.label or "",  # what matplotlib makes of None
             (d.x, d.y),
             xytext=(0, 5 * scale.marker),
             textcoords="offset points",

@@ -16,7 +16,7 @@ def init_worker() -> None:
     """
     import sys
 
-    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]
+    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]  # typeshed: modules only; None blocks the import
     _die_with_parent()
 
 

@@ -18,7 +18,7 @@ import contextlib
 import random
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -154,11 +154,14 @@ async def fetch_closed(
     return ClosedKlines(times, values, contiguous=after is None)
 
 
-SyncJob = Callable[[Hashable], Awaitable[bool | None]]
+K = TypeVar("K", bound=Hashable)
+"""The scheduler's key type (the engine's ``(symbol, interval)``)."""
+
+SyncJob = Callable[[K], Awaitable[bool | None]]
 """A key's job; it returns False when it had nothing to do yet (the key's last error then stays)."""
 
 
-class BackfillScheduler:
+class BackfillScheduler(Generic[K]):
     """Runs one sync job per key at a time, ``concurrency`` at once, retrying failures with backoff.
 
     :meth:`request` is synchronous and idempotent: a key already queued is not queued
@@ -171,14 +174,14 @@ class BackfillScheduler:
 
     def __init__(
         self,
-        job: SyncJob,
+        job: SyncJob[K],
         *,
         concurrency: int = 8,
         retry_initial_s: float = 1.0,
         retry_max_s: float = 60.0,
         refused_retry_s: float = DEFAULT_REFUSED_BACKOFF_S,
         rng: random.Random | None = None,
-        rank: Callable[[Hashable], int] | None = None,
+        rank: Callable[[K], int] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("backfill concurrency must be at least 1")
@@ -190,18 +193,18 @@ class BackfillScheduler:
         self._retry_max_s = retry_max_s
         self._refused_retry_s = refused_retry_s
         self._rng = rng or random.Random()
-        self.errors: dict[Hashable, LastError] = {}
+        self.errors: dict[K, LastError] = {}
         """The last failure of each key whose job has not succeeded since."""
-        self._waiting: dict[Hashable, asyncio.Event] = {}
-        self._queue: asyncio.PriorityQueue[tuple[int, int, Hashable]] = asyncio.PriorityQueue()
-        self._queued: set[Hashable] = set()
-        self._running: set[Hashable] = set()
-        self._again: set[Hashable] = set()
-        self._cancelled: set[Hashable] = set()
+        self._waiting: dict[K, asyncio.Event] = {}
+        self._queue: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
+        self._queued: set[K] = set()
+        self._running: set[K] = set()
+        self._again: set[K] = set()
+        self._cancelled: set[K] = set()
         self.failures = 0
         self.completed = 0
 
-    def request(self, key: Hashable) -> None:
+    def request(self, key: K) -> None:
         self._cancelled.discard(key)
         if key in self._running:
             self._again.add(key)
@@ -213,7 +216,7 @@ class BackfillScheduler:
             self._seq += 1
             self._queue.put_nowait((self._rank(key), self._seq, key))
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         """Forget ``key`` (it is no longer followed); a running job finishes its current attempt."""
         self._cancelled.add(key)
         self._again.discard(key)
@@ -246,7 +249,7 @@ class BackfillScheduler:
                 self._again.discard(key)
                 self.request(key)
 
-    async def _run_with_retry(self, key: Hashable) -> None:
+    async def _run_with_retry(self, key: K) -> None:
         attempt = 0
         while key not in self._cancelled:
             try:
@@ -283,7 +286,7 @@ class BackfillScheduler:
                 else:
                     await self._wait_retry(key, delay)
 
-    async def _wait_retry(self, key: Hashable, delay: float) -> None:
+    async def _wait_retry(self, key: K, delay: float) -> None:
         """Sleep ``delay`` s before retrying ``key``, or less if it is requested (or cancelled) meanwhile."""
         waiting = self._waiting[key] = asyncio.Event()
         try:

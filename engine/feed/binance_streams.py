@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
@@ -83,7 +83,7 @@ class StreamConnection:
         self.last_error: LastError | None = None
         """Why the connection is (or last was) down; None once it connects again."""
         self._end: LastError | None = None
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._ws: aiohttp.ClientWebSocketResponse[Literal[False]] | None = None
         self._to_subscribe: list[str] = []
         self._to_unsubscribe: list[str] = []
         self._pending_acks: dict[int, tuple[str, list[str]]] = {}
@@ -131,7 +131,7 @@ class StreamConnection:
         arguments, so no :class:`KlineUpdate` is built per message) or else its ``on_kline``."""
         apply = getattr(self._sink, "apply_kline", None)
         if callable(apply):
-            return apply  # type: ignore[no-any-return]
+            return apply
         on_kline = self._sink.on_kline
         return lambda *fields: on_kline(KlineUpdate(*fields))
 
@@ -158,8 +158,8 @@ class StreamConnection:
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self.stats.connect_failures += 1
                 timed_out = f"no handshake within {self._settings.connect_timeout_s:g} s"
-                error = timed_out if isinstance(exc, TimeoutError) else from_exception(exc).message
-                self._end = LastError(f"cannot connect to {self._host}: {error}")
+                cause = timed_out if isinstance(exc, TimeoutError) else from_exception(exc).message
+                self._end = LastError(f"cannot connect to {self._host}: {cause}")
                 log.warning("stream_connect_failed", conn=self.conn_id, error=self._end.message)
                 reason = "error"
             except Exception as exc:
@@ -283,7 +283,7 @@ class StreamConnection:
                 with contextlib.suppress(Exception):
                     await ws.close()
 
-    async def _write_controls(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    async def _write_controls(self, ws: aiohttp.ClientWebSocketResponse[Literal[False]]) -> None:
         """Send queued SUBSCRIBE/UNSUBSCRIBE messages, paced for the exchange's message limit."""
         while True:
             await self._control.wait()
@@ -304,7 +304,7 @@ class StreamConnection:
                 await ws.send_str(orjson.dumps({"method": method, "params": names, "id": msg_id}).decode())
                 await asyncio.sleep(self._settings.control_interval_s)
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse, connected_at: float) -> str:
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse[Literal[False]], connected_at: float) -> str:
         """Read the session's messages until it ends (:mod:`engine.feed.stream_reader`); returns why."""
         reader = SessionReader(
             ws,
@@ -330,7 +330,8 @@ class StreamConnection:
         return reason
 
     def _on_ack(self, data: dict[str, Any]) -> None:
-        pending = self._pending_acks.pop(data.get("id"), None)  # type: ignore[arg-type]
+        ack_id = data.get("id")
+        pending = self._pending_acks.pop(ack_id, None) if isinstance(ack_id, int) else None
         if pending is None:
             return
         method, names = pending

@@ -66,9 +66,10 @@ class StreamManager:
     def _start(self, conn: StreamConnection) -> None:
         if self._tg is None or conn.conn_id in self._tasks:
             return
-        task = self._tg.create_task(conn.run(), name=f"stream-conn-{conn.conn_id}")
-        self._tasks[conn.conn_id] = task
-        task.add_done_callback(lambda _t, cid=conn.conn_id: self._tasks.pop(cid, None))
+        conn_id = conn.conn_id
+        task = self._tg.create_task(conn.run(), name=f"stream-conn-{conn_id}")
+        self._tasks[conn_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(conn_id, None))
 
     def owner(self, stream: str) -> StreamConnection | None:
         for conn in self.connections:

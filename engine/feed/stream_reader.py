@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
 import structlog
+from aiohttp.http_websocket import WSMessageTextBytes
 
 from engine.feed.health import LastError
 from engine.feed.messages import decode_kline, decode_stream_kline
@@ -76,7 +77,7 @@ class SessionDeadlines:
         return None if deadline == float("inf") else deadline
 
 
-def _buffered(ws: aiohttp.ClientWebSocketResponse) -> Callable[[], bool]:
+def _buffered(ws: aiohttp.ClientWebSocketResponse[Literal[False]]) -> Callable[[], bool]:
     """Whether ``ws`` holds a frame already read off the socket (the ``ws.receive()`` read loop).
 
     A receive with a timeout costs an asyncio timeout context per frame — measured 27 % of the
@@ -101,7 +102,7 @@ class SessionReader:
 
     def __init__(
         self,
-        ws: aiohttp.ClientWebSocketResponse,
+        ws: aiohttp.ClientWebSocketResponse[Literal[False]],
         deadlines: SessionDeadlines,
         *,
         conn_id: int,
@@ -225,7 +226,7 @@ class SessionReader:
             self._stats.rotations += 1
         return reason
 
-    def _ended(self, msg: aiohttp.WSMessage) -> str:
+    def _ended(self, msg: aiohttp.WSMessage | WSMessageTextBytes) -> str:
         """The session ends with a close, an error or the end of the connection."""
         if self._restart_reason() is not None:
             return self._restarted()

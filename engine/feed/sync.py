@@ -207,8 +207,8 @@ class WindowSync:
                 self._unsync(st)
 
     # --- backfill job ----------------------------------------------------------------
-    async def _sync(self, key: object) -> bool | None:
-        st = self.windows.get(key)  # type: ignore[arg-type]
+    async def _sync(self, key: Key) -> bool | None:
+        st = self.windows.get(key)
         if st is None or st.live_since is None:
             return False  # not followed, or the stream is down: the next "live" requests a sync
         generation = st.generation
@@ -222,15 +222,15 @@ class WindowSync:
             key[1],
             after=after,
             count=self.capacity,
-            server_now_ms=now_ms,  # type: ignore[index]
+            server_now_ms=now_ms,
             max_wait_s=self._max_wait_s,
         )
         if self.windows.get(st.key) is not st:
-            return
+            return None
         st.backfills += 1
         after = w.last_time
         if after is not None and not kl.contiguous and len(kl) and int(kl.times[0]) - after > w.max_step_s:
-            log.info("backfill_reset_window", symbol=key[0], interval=key[1], hole_from=after, to=int(kl.times[0]))  # type: ignore[index]
+            log.info("backfill_reset_window", symbol=key[0], interval=key[1], hole_from=after, to=int(kl.times[0]))
             w.clear()
             after = None
         added = w.merge_closed(kl.times, kl.values)
@@ -242,13 +242,14 @@ class WindowSync:
                     self._bus.publish(BarClosed(st.key[0], st.key[1], t, o, h, lo, c, v, backfilled=True))
         applied_pending = self._drain_pending(st)
         if applied_pending is None:
-            return  # a gap remains: another sync was requested with a fresh clock
+            return None  # a gap remains: another sync was requested with a fresh clock
         if st.generation == generation and st.live_since is not None:
             st.synced = True
             st.warm = True
         if added or applied_pending:
             self._on_closed(st.key)
         self._pulse()
+        return None
 
     def _drain_pending(self, st: WindowState) -> int | None:
         """Apply held-back stream bars in order; None if a gap means another backfill is needed."""

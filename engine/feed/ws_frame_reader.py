@@ -12,7 +12,7 @@ says why we read frames ourselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 OP_CONTINUATION: Final = 0x0
 OP_TEXT: Final = 0x1
@@ -51,8 +51,12 @@ Event = bytes | Ping | Close | Violation
 """What :class:`FrameReader` emits: a complete data message's payload (text or binary), a ping,
 or where it stopped."""
 
+M = TypeVar("M")
+"""Markers a user of the reader puts in :attr:`FrameReader.out` between the events (FrameFeed's
+``AIOHTTP_TURN``)."""
 
-class FrameReader:
+
+class FrameReader(Generic[M]):
     """Splits a server-to-client websocket byte stream into messages; no I/O.
 
     :meth:`feed` takes bytes as they arrive, cut anywhere, and appends to :attr:`out`, in stream
@@ -68,7 +72,7 @@ class FrameReader:
     __slots__ = ("_fragments", "_head", "_head_len", "_need", "done", "out")
 
     def __init__(self) -> None:
-        self.out: list[Event] = []
+        self.out: list[Event | M] = []
         self.done = False
         """True once the reader stopped at a close frame or a violation."""
         self._head: list[bytes] = []

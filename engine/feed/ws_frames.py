@@ -49,9 +49,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Final
+from typing import Any, Final, Literal, cast
 
 import aiohttp
+from aiohttp.http_websocket import WSMessageTextBytes
 
 from engine.feed.ws_frame_reader import Close, FrameReader, Ping, Violation
 
@@ -95,13 +96,15 @@ class FrameFeed:
     found no boundary) and *failed* (a protocol violation was reported; later bytes are ignored).
     """
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, protocol: Any, parser: Any, queue: Any) -> None:
+    def __init__(
+        self, ws: aiohttp.ClientWebSocketResponse[Literal[False]], protocol: Any, parser: Any, queue: Any
+    ) -> None:
         self._ws = ws
         self._protocol = protocol
         self._parser = parser
         self._queue = queue
         self._buffer: collections.deque[Any] = queue._buffer
-        self._reader = FrameReader()
+        self._reader: FrameReader[AiohttpTurn] = FrameReader()
         self._state = _HANDOVER
         self._held: list[bytes] = []
         self._held_len = 0
@@ -117,7 +120,7 @@ class FrameFeed:
         or a close frame)."""
 
     @classmethod
-    def attach(cls, ws: aiohttp.ClientWebSocketResponse) -> FrameFeed | None:
+    def attach(cls, ws: aiohttp.ClientWebSocketResponse[Literal[False]]) -> FrameFeed | None:
         """Take ``ws``'s incoming bytes over; None (and nothing changed) when aiohttp's internals differ."""
         response = getattr(ws, "_response", None)
         connection = getattr(response, "connection", None)
@@ -127,6 +130,7 @@ class FrameFeed:
         buffer = getattr(queue, "_buffer", None)
         if (
             parser is None
+            or protocol is None
             or parser is not getattr(ws, "_parser", None)
             or not callable(getattr(parser, "feed_data", None))
             or not callable(getattr(parser, "feed_eof", None))
@@ -194,7 +198,8 @@ class FrameFeed:
         self._unread = 0
         if self._paused:
             self._resume()
-        return items  # type: ignore[return-value]
+        # a Close or Violation never stays in ``out``: _stopped swaps it for AIOHTTP_TURN as it comes
+        return cast(list[Item], items)
 
     async def wait(self, deadline: float | None) -> None:
         """Return when :meth:`take` may have something, or :meth:`wake` was called; TimeoutError at
@@ -215,7 +220,7 @@ class FrameFeed:
         """Make a pending :meth:`wait` return now."""
         self._wake()
 
-    async def receive(self) -> aiohttp.WSMessage | None:
+    async def receive(self) -> aiohttp.WSMessage | WSMessageTextBytes | None:
         """The next message from aiohttp (through ``ws.receive()``); None after a ping (answered) or a pong.
 
         Called for an :data:`AIOHTTP_TURN`, when aiohttp holds the message already or the
@@ -235,7 +240,7 @@ class FrameFeed:
                 return None
         elif not self._queue.is_eof():
             return None  # a close in another task took it: nothing to hand over
-        return await ws.receive()  # type: ignore[no-any-return]
+        return await ws.receive()
 
     def detach(self) -> None:
         """The reading task is done: data messages are dropped from now on, and the socket is read

@@ -76,12 +76,13 @@ def parse_requests(items: list[Any]) -> list[IndicatorRequest]:
         if isinstance(item, str):
             name, raw = item, None
         elif isinstance(item, Mapping):
-            name = item.get("name")
-            if not isinstance(name, str) or not name:
+            given = item.get("name")
+            if not isinstance(given, str) or not given:
                 raise IndicatorError(
                     f"indicators[{pos}]: an indicator object needs a string 'name', "
                     'e.g. {"name": "rsi", "length": 21}'
                 )
+            name = given
             raw = item
         else:
             raise IndicatorError(

@@ -251,7 +251,7 @@ class HistorySource:
         query = {**params, **{names[k]: v for k, v in bounds.items()}}
         refs.append(f"binance:GET /api/v3/klines?{urlencode(query)}@{iso_utc(time.time())}")
         try:
-            return await self.market.binance.klines(symbol, bi, limit=KLINES_MAX_LIMIT, **bounds)  # type: ignore[arg-type]
+            return await self.market.binance.klines(symbol, bi, limit=KLINES_MAX_LIMIT, **bounds)
         except MarketDataError as exc:
             if exc.status == 400 and "symbol" in str(exc).lower():
                 raise MarketDataError(

@@ -125,7 +125,9 @@ async def yahoo_chart_json(market: MarketData, symbol: str, params: dict[str, st
     if status != 200:
         raise MarketDataError(f"Yahoo API returned status {status}" + (f": {detail}" if detail else ""))
     try:
-        result = chart["result"][0]  # type: ignore[index]
+        if not isinstance(chart, dict):
+            raise TypeError
+        result = chart["result"][0]
         if not isinstance(result, dict):
             raise TypeError
     except (KeyError, IndexError, TypeError) as exc:

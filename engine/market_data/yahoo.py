@@ -143,5 +143,5 @@ class YahooChart:
                 continue  # Yahoo pads halted minutes with nulls
             vals[4] = vals[4] or 0.0
             times.append(int(t))
-            rows.append([float(v) for v in vals])
+            rows.append([0.0 if v is None else float(v) for v in vals])  # None: none left, see above
         return np.asarray(times, dtype=np.int64), np.asarray(rows, dtype=np.float64).reshape(-1, 5)

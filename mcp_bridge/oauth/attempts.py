@@ -164,10 +164,10 @@ class PassphraseAttempts:
             raise refused
         now = self.clock()
         self._recent.append(now)
-        state = self._addresses.get(address)
-        if state is not None and now - state.last_seen > self.forget_after_s:
-            state = None  # quiet long enough: start again from the base delay
-        failures = 1 if state is None else state.failures + 1
+        known = self._addresses.get(address)
+        if known is not None and now - known.last_seen > self.forget_after_s:
+            known = None  # quiet long enough: start again from the base delay
+        failures = 1 if known is None else known.failures + 1
         delay = min(self.base_delay_s * 2 ** min(failures - 1, 32), self.max_delay_s)
         self._remember(address, _Address(failures, now + delay, now))
         return Attempt(address, now)

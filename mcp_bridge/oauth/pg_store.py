@@ -21,12 +21,11 @@ from typing import Any
 
 import asyncpg
 
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase, rowcount
 from mcp_bridge.oauth.store import CLIENTS_SQL, AccessRow, RefreshRow, client_entry, grant_principal
 from mcp_bridge.revocation import Stopped, stop_principals
 from mcp_bridge.scopes import to_stored
 from mcp_bridge.tokens import hash_token
+from storage import Migrations, PostgresDatabase, rowcount
 
 PG_OAUTH_MIGRATIONS = Migrations(
     "mcp_bridge.oauth",

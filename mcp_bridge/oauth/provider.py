@@ -278,7 +278,7 @@ class ChartgenOAuthProvider:
         if tokens is None:
             raise TokenError("invalid_grant", "authorization code was already used")
         log.info("oauth_tokens_issued", client_id=client_id, grant="authorization_code")
-        return tokens  # type: ignore[no-any-return]
+        return tokens
 
     async def _issue(self, tx: Any, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         now = time.time()
@@ -331,7 +331,7 @@ class ChartgenOAuthProvider:
         if tokens is None:
             raise TokenError("invalid_grant", "refresh token is no longer valid")
         log.info("oauth_tokens_issued", client_id=client_id, grant="refresh_token")
-        return tokens  # type: ignore[no-any-return]
+        return tokens
 
     # --- access tokens and revocation ------------------------------------------------------------
     async def load_access_token(self, token: str) -> AccessToken | None:

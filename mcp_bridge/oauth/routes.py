@@ -144,7 +144,7 @@ def oauth_routes(
     limiter = limiter or IpLimiter(60, 60.0)
     base = provider.base_url
     sdk_routes = create_auth_routes(
-        provider,  # type: ignore[arg-type]
+        provider,  # type: ignore[arg-type]  # mcp 2.3 also lists exchange_identity_assertion: called only when enabled (off)
         issuer_url=AnyHttpUrl(base),
         client_registration_options=ClientRegistrationOptions(
             enabled=True, valid_scopes=OAUTH_SCOPES, default_scopes=OAUTH_SCOPES

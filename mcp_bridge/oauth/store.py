@@ -23,11 +23,11 @@ from typing import Any
 
 import aiosqlite
 
-from config.database import Database, Migrations
 from mcp_bridge.revocation import Stopped, stop_principals_in
 from mcp_bridge.scopes import to_stored
 from mcp_bridge.token_cache import signal_revocation
 from mcp_bridge.tokens import hash_token
+from storage import Database, Migrations
 
 MIGRATIONS = Migrations(
     "mcp_bridge.oauth",

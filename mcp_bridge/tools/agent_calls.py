@@ -117,7 +117,7 @@ class ErrorBody(BaseModel):
 def output_schema_of(data: type[SourcedData]) -> dict[str, Any]:
     """The outputSchema of an agent tool: ``{tool_call_id, data}`` for an answer, ``{tool_call_id, error}``
     for an isError result — an object with exactly one of ``data`` and ``error``."""
-    envelope = Envelope[data].model_json_schema(mode="serialization")  # type: ignore[valid-type]
+    envelope = Envelope[data].model_json_schema(mode="serialization")  # type: ignore[valid-type]  # pydantic generic made at run time
     error = ErrorBody.model_json_schema(mode="serialization")
     defs = {**envelope.pop("$defs", {}), **error.pop("$defs", {}), "ErrorBody": error}
     envelope["properties"]["error"] = {"$ref": "#/$defs/ErrorBody", "description": "Only in an isError result"}

@@ -9,16 +9,16 @@ results that name the field and the fix.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import InstanceOf
 
 from alerts.models import ALERT_KINDS
 from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
 from alerts.service import AlertService
-from config.channels import ANY_SUBSCRIBER
+from config import ANY_SUBSCRIBER
 from mcp_bridge.errors import ToolError
 from mcp_bridge.scopes import TRADE
 from mcp_bridge.tool_specs import wire
@@ -42,7 +42,7 @@ def _svc(ctx: ToolContext) -> AlertService:
 
 
 class SetAlertArgs(WireArgs):
-    WIRE = "symbol condition interval trigger params expires_at note action".split()
+    WIRE = tuple("symbol condition interval trigger params expires_at note action".split())
     spec: InstanceOf[AlertSpec]
 
     @classmethod
@@ -149,7 +149,10 @@ async def list_subscriptions(ctx: ToolContext, args: ListSubscriptionsArgs) -> T
     return await _answer(_svc(ctx).list_subscriptions(ctx.require_principal()))
 
 
-def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+W = TypeVar("W", bound=WireArgs)
+
+
+def _unit(name: str, args: type[W], handler: Callable[[ToolContext, W], Awaitable[ToolResult]]) -> ToolUnit[W]:
     return ToolUnit(
         name=name, args=args, handler=handler, group="alerts", needs="alerts", needs_principal=True, **wire(name)
     )

@@ -152,7 +152,7 @@ def validate(config: dict[str, Any], max_bars: int) -> Validation:
                 items = _item_issues(remaining.get("indicators", remaining.get("panels")))
                 issues += items or [Issue(field="indicators", message=str(exc), severity="error")]
                 suggestions.append(_fix("indicators", max_bars))
-                dropped = [k for k in ("indicators", "panels") if k in remaining]
+                dropped: list[str] = [k for k in ("indicators", "panels") if k in remaining]
             else:
                 dropped = [k for pair in ALIASES if field in pair for k in pair if k in remaining] or [field]
                 given = dropped[0] if dropped[0] in config else field  # the key the caller used (symbol, interval)
@@ -221,7 +221,7 @@ def _interval_problem(source: str, interval: str) -> str | None:
     return None
 
 
-def _warnings(config: dict[str, Any], request: Any) -> list[str]:
+def _warnings(config: dict[str, Any], request: ChartRequest) -> list[str]:
     out: list[str] = []
     image = request.format in ("png", "both")
     panels = [r for r in request.indicators if not r.definition.is_overlay]
@@ -255,7 +255,7 @@ def _warnings(config: dict[str, Any], request: Any) -> list[str]:
     return out
 
 
-def _span_days(request: Any) -> float:
+def _span_days(request: ChartRequest) -> float:
     try:
         return request.bars * interval_seconds(request.interval) / 86_400
     except (MarketDataError, KeyError):

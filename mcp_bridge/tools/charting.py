@@ -16,7 +16,7 @@ from pydantic import InstanceOf
 
 from engine.charts.gate import RenderBusy
 from engine.charts.jsonout import pretty
-from engine.charts.service import ChartRequest
+from engine.charts.service import ChartFormat, ChartRequest
 from engine.indicators.params import IndicatorError
 from engine.indicators.registry import IndicatorRequest, list_indicators_payload, parse_requests
 from engine.market_data.errors import MarketDataError
@@ -26,7 +26,7 @@ from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.context import Services, ToolResult
 from mcp_bridge.tools.unit import NoArgs, ToolContext, ToolUnit, WireArgs
 
-FORMATS = ("png", "summary", "both", "series")
+FORMATS: tuple[ChartFormat, ...] = ("png", "summary", "both", "series")
 SOURCES = ("auto", "binance", "yahoo")
 DEFAULT_CHART_INDICATORS = ["ema_stack", "cipher_b", "macd"]
 MAX_INDICATORS = 24
@@ -67,14 +67,17 @@ def _max_bars(services: Services | None) -> int:
 class GenerateChartArgs(WireArgs):
     """generate_chart's arguments, read into the chart request it describes."""
 
-    WIRE = ("ticker symbol timeframe interval indicators panels bars width height format source all_signals").split()
+    WIRE = tuple(
+        "ticker symbol timeframe interval indicators panels bars width height format source all_signals".split()
+    )
     request: InstanceOf[ChartRequest]
 
     @classmethod
     def read(cls, raw: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
         fmt_raw = raw.get("format")
-        fmt = "png" if fmt_raw is None else (fmt_raw.strip().lower() if isinstance(fmt_raw, str) else "")
-        if fmt not in FORMATS:
+        given = "png" if fmt_raw is None else (fmt_raw.strip().lower() if isinstance(fmt_raw, str) else "")
+        fmt = next((f for f in FORMATS if f == given), None)
+        if fmt is None:
             raise ToolError("Unknown format: expected 'png', 'summary', 'both', or 'series'.")
         indicators_arg = "indicators" if raw.get("indicators") is not None else "panels"
         requests = _indicator_list(pick(raw, "indicators", "panels"), indicators_arg, DEFAULT_CHART_INDICATORS)
@@ -85,7 +88,7 @@ class GenerateChartArgs(WireArgs):
             bars=int_arg(raw.get("bars"), "bars", default=200, minimum=1, maximum=context["max_bars"]),
             width=int_arg(raw.get("width"), "width", default=1920, minimum=200, maximum=4096),
             height=int_arg(raw.get("height"), "height", default=1080, minimum=150, maximum=4096),
-            format=fmt,  # type: ignore[arg-type]
+            format=fmt,
             source=choice_arg(raw.get("source"), "source", SOURCES, default="auto"),
             all_signals=bool_arg(raw.get("all_signals"), "all_signals", default=False),
         )
@@ -102,7 +105,7 @@ class ListIndicatorsArgs(NoArgs):
 class GetIndicatorsArgs(WireArgs):
     """get_indicators' arguments; ``bars`` None means the engine's whole warm window."""
 
-    WIRE = "symbol ticker interval timeframe indicators bars source all_signals".split()
+    WIRE = tuple("symbol ticker interval timeframe indicators bars source all_signals".split())
     symbol: str
     interval: str
     indicators: list[InstanceOf[IndicatorRequest]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
@@ -27,6 +27,9 @@ from engine.market_data.source import MarketData
 from mcp_bridge.journal_store import Journal
 from mcp_bridge.prompts import PromptData
 from mcp_bridge.tokens import TokenStore
+
+if TYPE_CHECKING:  # asyncpg is imported only by a cluster front
+    from mcp_bridge.pg_tokens import PgTokenStore
 
 ToolResult = list[types.TextContent | types.ImageContent]
 
@@ -53,6 +56,10 @@ class OcoPlacer(Protocol):
     front's list intents (cluster/front_orders.py)."""
 
     async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]: ...
+
+
+class FrontOrderDesk(OrderPlacer, OcoPlacer, Protocol):
+    """A cluster front's orders: single orders and OCO lists, both as intents (cluster/front_orders.py)."""
 
 
 class LivePrices(Protocol):
@@ -123,8 +130,8 @@ class Services:
     """Orders, positions and balances (``--trade``), or None."""
     prompts: PromptData | None = None
     """Market and account data for the MCP prompts (``--trade``), or None (no prompts listed)."""
-    tokens: TokenStore | None = None
-    """Bearer tokens (HTTP authentication), or None when nothing authenticates."""
+    tokens: TokenStore | PgTokenStore | None = None
+    """Bearer tokens (HTTP authentication; a cluster front's in PostgreSQL), or None when nothing authenticates."""
     schedules: ScheduleService | None = None
     """Scheduled orders (``--trade``; :mod:`brokers.schedules`), or None."""
     scheduler: JobStatus | None = None
@@ -135,8 +142,8 @@ class Services:
     suspensions: SuspensionService | None = None
     """The operator's per-principal trading suspensions (:mod:`brokers.suspensions`; ``--trade`` on a
     single node, a cluster front's on PostgreSQL), or None when trading is off."""
-    front_orders: OrderPlacer | None = None
-    """A cluster front's place_order and cancel_order (cluster/front_orders.py), or None."""
+    front_orders: FrontOrderDesk | None = None
+    """A cluster front's place_order, cancel_order and place_oco (cluster/front_orders.py), or None."""
     front_account: AccountReader | None = None
     """A cluster front's get_orders, get_positions and get_balance (cluster/account_mirror.py), or None."""
     front_simulation: SimulatedAccount | None = None
@@ -169,7 +176,7 @@ class Services:
     @property
     def oco_placer(self) -> OcoPlacer | None:
         """Where place_oco goes: the order service's lists, else a front's order intents, else None."""
-        return self.orders.lists if self.orders is not None else self.front_orders  # type: ignore[return-value]
+        return self.orders.lists if self.orders is not None else self.front_orders
 
     @property
     def account_reader(self) -> AccountReader | None:

@@ -109,7 +109,7 @@ def _ts(value: datetime | None) -> float | None:
 
 async def get_events(ctx: ToolContext, args: GetEventsArgs, call: AgentCall) -> GetEventsData:
     principal = ctx.require_principal()
-    severities = tuple(args.severity or ())
+    severities: tuple[str, ...] = tuple(args.severity or ())
     if args.min_severity is not None:
         floor = SEVERITY_RANK[args.min_severity]
         allowed = {s for s, rank in SEVERITY_RANK.items() if rank >= floor}

@@ -136,7 +136,8 @@ async def get_quotes(ctx: ToolContext, args: GetQuotesArgs, call: AgentCall) -> 
             "volume": q.volume,
             "timestamp": iso_utc(q.timestamp),
         }
-        out.append(QuoteOut(symbol=q.symbol, **{k: v for k, v in full.items() if wanted is None or k in wanted}))
+        kept = {k: v for k, v in full.items() if wanted is None or k in wanted}
+        out.append(QuoteOut.model_validate({"symbol": q.symbol, **kept}))
     return QuotesData(quotes=out)
 
 

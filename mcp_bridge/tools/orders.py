@@ -16,10 +16,10 @@ principal (an unauthenticated HTTP caller) is refused.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import InstanceOf
 
@@ -54,7 +54,9 @@ def only(tool: str, raw: dict[str, Any], allowed: set[str]) -> None:
 class PlaceOrderArgs(WireArgs):
     """place_order's arguments: the order (its owner is set by the service) and its bracket (None without one)."""
 
-    WIRE = ("symbol side type quantity price stop_price trailing_delta time_in_force bracket client_order_id").split()
+    WIRE = tuple(
+        "symbol side type quantity price stop_price trailing_delta time_in_force bracket client_order_id".split()
+    )
     order: InstanceOf[OrderRequest]
     bracket: dict[str, Decimal | None] | None
 
@@ -66,7 +68,7 @@ class PlaceOrderArgs(WireArgs):
 
 
 class PlaceOcoArgs(WireArgs):
-    WIRE = "symbol side quantity take_profit_price stop_price stop_limit_price".split()
+    WIRE = tuple("symbol side quantity take_profit_price stop_price stop_limit_price".split())
     oco: dict[str, Any]
 
     @classmethod
@@ -172,7 +174,12 @@ async def get_balance(ctx: ToolContext, args: GetBalanceArgs) -> ToolResult:
     return await _answer("balance lookup", _account(ctx).get_balance())
 
 
-def _unit(name: str, args: type[WireArgs], handler: Any, needs: str = "orders") -> ToolUnit[Any]:
+W = TypeVar("W", bound=WireArgs)
+
+
+def _unit(
+    name: str, args: type[W], handler: Callable[[ToolContext, W], Awaitable[ToolResult]], needs: str = "orders"
+) -> ToolUnit[W]:
     return ToolUnit(
         name=name, args=args, handler=handler, group="trading", needs=needs, needs_principal=True, **wire(name)
     )

@@ -12,7 +12,7 @@ calling principal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
@@ -29,10 +29,12 @@ from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAc
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import AccountReader
 from mcp_bridge.tools.portfolio_texts import GET_PORTFOLIO_TEXT, TRADE_EXECUTE_TEXT, TRADE_SIMULATE_TEXT
-from mcp_bridge.tools.unit import READ_REMOTE, TRADE_REMOTE, ToolContext
+from mcp_bridge.tools.unit import READ_REMOTE, TRADE_REMOTE, ToolContext, ToolUnit
 
 MAX_LEGS = 25
 T = TypeVar("T")
+A = TypeVar("A", bound=AgentArgs)
+D = TypeVar("D", bound=SourcedData)
 USER_ID = "Your own principal (default); another's needs admin. The portfolio is the exchange account's either way"
 
 Symbol = Annotated[
@@ -336,7 +338,8 @@ async def _leg_out(desk: LegDesk, quotes: Any | None, leg: ExecuteLeg, cid: str,
         symbol=leg.symbol, action=leg.action, quantity=float(leg.quantity), order_type=leg.order_type,
         price=o.price if o else (leg.price or leg.stop_price), fees=o.fees if o else 0.0,
         total_cost=o.total_cost if o else 0.0, order_id=placed.client_order_id,
-        status=o.status if o else "rejected", filled_quantity=o.filled if o else 0.0,
+        status=o.status if o else "rejected",  # type: ignore[arg-type]  # brokers' Outcome.status: a plain str
+        filled_quantity=o.filled if o else 0.0,
         exchange_status=placed.exchange_status, replayed=placed.replayed,
         error=None if code is None else LegError(code=code, message=message or ""),
     )  # fmt: skip
@@ -377,13 +380,21 @@ async def trade_execute(ctx: ToolContext, args: ExecuteArgs, call: AgentCall) ->
     return ExecuteData(execution=ExecutionOut(trades=out, portfolio_after=after))
 
 
-def _unit(name: str, group: str, hints: types.ToolAnnotations, args: Any, data: Any, run: Any, text: str) -> Any:
+def _unit(
+    name: str,
+    group: str,
+    hints: types.ToolAnnotations,
+    args: type[A],
+    data: type[D],
+    run: Callable[[ToolContext, A, AgentCall], Awaitable[D]],
+    text: str,
+) -> ToolUnit[Any]:
     return agent_unit(
         name=name, description=" ".join(text.split()), args=args, data=data, handler=run, group=group, annotations=hints
     )
 
 
-UNITS: tuple[Any, ...] = (
+UNITS: tuple[ToolUnit[Any], ...] = (
     _unit(
         "get_portfolio", "portfolio", READ_REMOTE, GetPortfolioArgs, PortfolioData, get_portfolio, GET_PORTFOLIO_TEXT
     ),

@@ -11,8 +11,8 @@ A principal the operator suspended (or whose access was revoked) cannot create s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from brokers.schedules.service import ScheduleService
 from brokers.suspensions import PrincipalStopped
@@ -30,10 +30,12 @@ def _svc(ctx: ToolContext) -> ScheduleService:
 
 
 class ScheduleOrderArgs(WireArgs):
-    WIRE = (
-        "symbol side type quantity price stop_price trailing_delta time_in_force bracket "
-        "cron every start_at end_at max_runs"
-    ).split()
+    WIRE = tuple(
+        (
+            "symbol side type quantity price stop_price trailing_delta time_in_force bracket "
+            "cron every start_at end_at max_runs"
+        ).split()
+    )
     order: dict[str, Any]
     """place_order's arguments plus the timing, read by the schedule service."""
 
@@ -82,7 +84,10 @@ async def cancel_schedule(ctx: ToolContext, args: CancelScheduleArgs) -> ToolRes
     return await _answer(_svc(ctx).cancel(ctx.actor(), args.id))
 
 
-def _unit(name: str, args: type[WireArgs], handler: Any) -> ToolUnit[Any]:
+W = TypeVar("W", bound=WireArgs)
+
+
+def _unit(name: str, args: type[W], handler: Callable[[ToolContext, W], Awaitable[ToolResult]]) -> ToolUnit[W]:
     return ToolUnit(
         name=name, args=args, handler=handler, group="trading", needs="schedules", needs_principal=True, **wire(name)
     )

@@ -31,9 +31,9 @@ from alerts.push import PushHub
 from alerts.requests import AlertInputError, parse_set_alert
 from alerts.store import AlertStore
 from bench.alerts import NullMarket
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from engine.events import Tick
+from storage import Database
 
 
 class RecordingExecutor:

@@ -24,6 +24,8 @@ from brokers.simulator.app import RunningSimulator, start_simulator
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
 from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 BASE = 70_000.0
 STEP = 10.0
 TRADE_SCOPES = "charts,alerts,trade"

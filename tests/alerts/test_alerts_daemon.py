@@ -15,6 +15,8 @@ from mcp import Client
 from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:

@@ -26,7 +26,7 @@ KILLS = 20
 BASE = 70_000.0
 STEP = 5.0
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(360)]
 
 
 @pytest.fixture

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.alerts.test_alerts_daemon import SseReader, post_price
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+
+pytestmark = pytest.mark.process
 
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
 

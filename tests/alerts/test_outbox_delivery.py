@@ -23,8 +23,8 @@ from alerts.channels.sender import ACTION_HOLD_S, OutboxSender
 from alerts.models import Alert, Firing
 from alerts.outbox_store import ChannelRouting, Outbox, OutboxRow, OutboxStore, enqueue_in, set_action_in
 from alerts.store import AlertStore
-from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
-from config.database import Database
+from config import NtfyChannel, TelegramChannel, WebhookChannel
+from storage import Database
 from tests.support.channel_receivers import Receiver
 
 pytestmark = pytest.mark.timeout(90)

@@ -20,8 +20,8 @@ from alerts.outbox_store import ChannelRouting
 from alerts.requests import AlertInputError
 from alerts.service import AlertService
 from alerts.store import AlertStore
-from config.channels import NtfyChannel
-from config.database import Database
+from config import NtfyChannel
+from storage import Database
 
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone", "team"}), all_principals=("ops",))
 

@@ -21,8 +21,10 @@ from alerts.models import Subscription
 from alerts.outbox_store import ChannelRouting
 from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
 from alerts.store import QueueLimits
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.alerts.test_store import alert, firing
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 WRITERS = 4
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone"}), all_principals=("ops",))
@@ -121,7 +123,7 @@ async def test_postgres_away_refuses_writes_clearly_and_nothing_is_lost() -> Non
     """The server stopped: setting and firing alerts raise StorageUnavailable naming what was not done
     (and never the password); back on the same port, the pool reconnects by itself and the same
     firing fires each alert once."""
-    from config.postgres import StorageUnavailable
+    from storage import StorageUnavailable
     from tests.support.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it

@@ -18,17 +18,14 @@ from pathlib import Path
 
 import pytest
 
-import config.wal_sync as wal_sync_module
 from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Firing, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from bench.alerts import NullMarket
-from config.database import Database
-from config.loop_writer import LOOP_TRANSACTION_MAX_ITEMS
-from config.wal_sync import WalSyncError
 from daemon.database import ALL_MIGRATIONS
 from engine.events import Tick
+from storage import LOOP_TRANSACTION_MAX_ITEMS, Database, WalSyncError
 
 
 class GatedFlush:
@@ -59,7 +56,7 @@ class GatedFlush:
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> GatedFlush:
     g = GatedFlush()
-    monkeypatch.setattr(wal_sync_module.os, "fdatasync", g)
+    monkeypatch.setattr(os, "fdatasync", g)  # storage's WAL flush calls os.fdatasync
     return g
 
 

@@ -17,10 +17,10 @@ from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore
 from bench.alerts import NullMarket
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
+from storage import Database
 
 
 async def _listed(symbol: str) -> str | None:

@@ -25,7 +25,6 @@ from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import WorkerEvaluator
 from bench.alerts import NullMarket
-from config.database import Database
 from daemon.worker_handover import hand_over, missed_by_signals, signal_request
 from engine.bars import Bars
 from engine.events import Tick
@@ -33,6 +32,7 @@ from engine.indicators.base import ComputeContext
 from engine.indicators.model import Dot, PanelResult
 from engine.indicators.registry import IndicatorRequest
 from engine.indicators.runner import compute_sync
+from storage import Database
 
 STEP_S = 60
 T0 = 1_700_000_000 // STEP_S * STEP_S

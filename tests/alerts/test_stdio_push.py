@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from brokers.simulator.app import start_simulator
 from tests.support.daemon_proc import clean_env
 from tests.support.secret_scan import daemon_log_file
+
+pytestmark = pytest.mark.process
 
 
 async def test_stdio_session_receives_alert_triggered_notifications(tmp_path: Path) -> None:

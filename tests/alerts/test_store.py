@@ -20,11 +20,10 @@ from alerts.models import Alert, Firing, Subscription
 from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
 from alerts.repository import AlertRepository
 from alerts.store import AlertStore, QueueLimits
-from config.database import Database
-from config.postgres import PostgresDatabase
 from daemon.database import ALL_MIGRATIONS
+from storage import Database, PostgresDatabase
 
-STORAGES = ("sqlite", "postgres")
+STORAGES = ("sqlite", pytest.param("postgres", marks=[pytest.mark.servers, pytest.mark.process]))
 
 
 @contextlib.asynccontextmanager

@@ -12,10 +12,10 @@ from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import RECENT_S, WorkerEvaluator
 from bench.alerts import NullMarket
-from config.database import Database
 from daemon.worker_handover import missed_by_trades
 from engine.events import Tick
 from engine.market_data.trade_history import TradePrint
+from storage import Database
 
 
 def above(level: float, armed_ms: int) -> Alert:

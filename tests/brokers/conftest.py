@@ -9,7 +9,7 @@ import pytest
 
 from brokers.order_store import MIGRATIONS
 from brokers.simulator.app import RunningSimulator, start_simulator
-from config.database import Database
+from storage import Database
 
 
 @pytest.fixture

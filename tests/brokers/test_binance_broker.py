@@ -18,7 +18,9 @@ from brokers.service import OrderService, SafetyLimits
 from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.simulator.faults import HttpErrorFault
-from config.database import Database
+from storage import Database
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
 from brokers.simulator.app import RunningSimulator, start_simulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from config.database import Database
+from storage import Database
 
 ADMIN = Actor(None, admin=True)
 

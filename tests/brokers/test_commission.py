@@ -23,7 +23,7 @@ from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.simulator.faults import HttpErrorFault
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator, fee_rates
-from config.database import Database
+from storage import Database
 
 FAQ = {  # reference/binance/commission_faq.md, "How is the commission calculated?"
     "symbol": "BTCUSDT",

@@ -21,7 +21,7 @@ from brokers.models import Actor, BrokerError, ExchangeList, ExchangeOrder, Orde
 from brokers.order_admission import admit_in
 from brokers.order_args import OrderInputError
 from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
-from config.database import Database
+from storage import Database
 from tests.brokers.test_order_guard import PricedBroker, make_service
 
 LIMITS = SafetyLimits(max_order_notional=D(1_000_000), max_daily_notional=D(10_000_000))
@@ -383,7 +383,7 @@ async def test_cancel_requests_record_their_scope(two: tuple[Database, Database]
 
 
 async def test_migration_2_records_the_holder_of_a_halt_set_before_it(tmp_path: Path) -> None:
-    from config.database import Migrations
+    from storage import Migrations
 
     for by, kind in (("mcp:alice", "principal"), ("cli:op", "operator"), (None, "operator")):
         db = await Database.open(tmp_path / f"{kind}-{by}.db")

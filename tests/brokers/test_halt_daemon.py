@@ -17,11 +17,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
+import pytest
 from mcp import Client
 
 from brokers.halt import HALTED_MESSAGE
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 ENV = {
     "CHARTGEN_TRADING_MAX_ORDER_NOTIONAL": "1000000",
@@ -224,7 +227,7 @@ async def test_halt_cancel_open_from_the_cli_and_the_tool(tmp_path: Path) -> Non
 
 
 async def _row(data: Path) -> dict[str, Any]:
-    from config.database import Database
+    from storage import Database
 
     db = await Database.open(data / "chartgen.db")
     try:

@@ -15,7 +15,7 @@ from brokers.models import BrokerError
 from brokers.order_args import OrderInputError, parse_entry, parse_oco, parse_order
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
-from config.database import Database
+from storage import Database
 from tests.brokers.fake_list_broker import FakeListBroker
 
 BASE = {"symbol": "BTCUSDT", "side": "sell", "quantity": 0.01}

@@ -22,7 +22,7 @@ from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
 from tests.support.sim_daemon import sim_env, start_on_sim, tool_json
 
 KILLS = 20
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(360)]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService
 from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from config.database import Database
+from storage import Database
 from tests.brokers.test_order_service import Clock, FakeBroker
 
 ADMIN = Actor(None, admin=True)

@@ -14,7 +14,7 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
 
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
 ENV = {

@@ -18,7 +18,7 @@ import pytest
 
 from brokers.models import OrderRequest
 from brokers.order_store import MIGRATIONS, OrderStore
-from config.database import Database
+from storage import Database
 from tests.support.sqlite_trace import FULL, NORMAL, committed_under
 
 

@@ -19,7 +19,7 @@ from brokers.order_args import OrderInputError
 from brokers.order_lists import oco_request
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
-from config.database import Database
+from storage import Database
 from tests.brokers.fake_list_broker import FakeListBroker
 from tests.brokers.test_order_service import Clock
 

@@ -12,7 +12,7 @@ from brokers.models import Actor, ExchangeOrder
 from brokers.order_args import OrderInputError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService
-from config.database import Database, Migrations
+from storage import Database, Migrations
 from tests.brokers.test_order_guard import PricedBroker
 
 A, B = Actor("tok_a"), Actor("tok_b")

@@ -11,7 +11,7 @@ from brokers.filters import SymbolRules
 from brokers.models import Actor, BrokerError, ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
 from brokers.order_store import MIGRATIONS, OrderStore
 from brokers.service import OrderService, SafetyLimits
-from config.database import Database
+from storage import Database
 from tests.brokers.test_filters_and_positions import ENTRY
 
 

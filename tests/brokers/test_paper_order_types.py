@@ -22,7 +22,7 @@ from brokers.models import ExchangeList, ExchangeOrder, ListRequest, OrderReject
 from brokers.order_lists import oco_request
 from brokers.paper import MIGRATIONS, PaperBroker
 from brokers.simulator.exchange_info import symbol_info
-from config.database import Database
+from storage import Database
 
 D = Decimal
 RULES = SymbolRules.from_exchange_info(symbol_info("BTCUSDT", 65000.0))

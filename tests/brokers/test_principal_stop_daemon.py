@@ -30,10 +30,10 @@ from mcp import Client
 from alerts.actions import action_client_id
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.suspensions import SUSPENDED_MESSAGE
-from config.database import Database
+from storage import Database
 from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
 ENV = {

@@ -20,8 +20,8 @@ from brokers.schedules.service import ScheduleService, client_id
 from brokers.schedules.spec import ScheduleInputError, parse_every, parse_spec, plan
 from brokers.schedules.store import ScheduleStore
 from brokers.service import OrderService, SafetyLimits
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
+from storage import Database
 from tests.brokers.test_filters_and_positions import rules
 
 T0 = datetime(2026, 11, 23, 7, 59, 30, tzinfo=UTC).timestamp()

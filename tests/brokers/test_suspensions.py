@@ -28,10 +28,10 @@ from brokers.suspensions import (
     TradingSuspended,
     cancel_principal_open,
 )
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.oauth.store import OAuthStore, RefreshRow
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.brokers.test_order_guard import PricedBroker, make_service
 
 LIMITS = SafetyLimits(max_order_notional=D(1_000_000), max_daily_notional=D(10_000_000))

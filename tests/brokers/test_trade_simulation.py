@@ -19,8 +19,8 @@ from brokers.portfolio_view import Pricer
 from brokers.risk_metrics import risk_metrics, value_series
 from brokers.service import OrderService
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator
-from config.database import Database
 from engine.bars import Bars
+from storage import Database
 from tests.brokers.test_order_service import Clock, FakeBroker
 
 PRICE = D(65000)

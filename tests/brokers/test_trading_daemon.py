@@ -18,6 +18,8 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
 
+pytestmark = pytest.mark.process
+
 ENV = {
     "CHARTGEN_TRADING_MAX_ORDER_NOTIONAL": "1000000",
     "CHARTGEN_TRADING_MAX_DAILY_NOTIONAL": "10000000",

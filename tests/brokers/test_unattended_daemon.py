@@ -21,7 +21,7 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]
 
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
 ENV = {

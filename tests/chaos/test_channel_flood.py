@@ -23,11 +23,11 @@ from alerts.channels.sender import OutboxSender, RateBucket
 from alerts.models import Alert, Firing, Subscription
 from alerts.outbox_store import ChannelRouting, OutboxStore
 from alerts.store import AlertStore
-from config.channels import WebhookChannel
-from config.database import Database
+from config import WebhookChannel
+from storage import Database
 from tests.support.channel_receivers import Receiver
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 FLOOD = 1000
 PER_MINUTE = 30
 """One message every 2 s past a burst of five: 50 notifications a second in digests, under the flood's 200."""

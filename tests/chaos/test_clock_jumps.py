@@ -26,7 +26,7 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
 
 THREE_DAYS_S = 3 * 86400
 INDICATORS = {"symbol": "BTCUSDT", "interval": "1m", "indicators": ["rsi"]}

@@ -26,7 +26,7 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, LogTail, mcp_client, start_daemon
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(180)]
 
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m", "--log-level", "debug"]
 

@@ -17,7 +17,7 @@ import pytest
 from mcp_bridge.journal_store import event_size
 from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]
 
 PER_PRINCIPAL = 256 * 1024
 TOTAL = 320 * 1024

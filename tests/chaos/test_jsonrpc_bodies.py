@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from tests.support.daemon_proc import clean_env
 from tests.support.secret_scan import daemon_log_file
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 ALLOWED = {200, 202, 400, 401, 404, 406, 413, 429}
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.secret_scan import scan
 
+pytestmark = pytest.mark.slow
+
 CLEAN = [
     '{"event": "tool_call", "tool": "get_indicators", "request_id": "5f2c0a9b7e1d4c3a", "token_name": "bench"}',
     '{"event": "oauth_token_issued", "client_id": "3b1d7f0e-58a2-4e54-9a0e-0f6f2e2a7c11"}',

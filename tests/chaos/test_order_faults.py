@@ -24,7 +24,7 @@ from mcp import Client
 
 from tests.support.daemon_proc import DaemonProc, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Abuse through the README's nginx (issue 12 §2, §4): Debian's nginx on loopback in front of a real
-``chartgen --serve --trade --sim`` with ``trusted_proxies = ["127.0.0.1"]``.
+"""Abuse through the documented nginx (docs/operations.md; issue 12 §2, §4): Debian's nginx on loopback in front of
+a real ``chartgen --serve --trade --sim`` with ``trusted_proxies = ["127.0.0.1"]``.
 
 Clients bind their sockets to different loopback addresses (127.0.0.2, .3, …: all of 127/8 is
 loopback on Linux), so nginx sees them as different clients and forwards each one's address
@@ -13,7 +13,7 @@ in ``X-Forwarded-For``; whatever a client puts in that header itself is replaced
   handful of guesses a minute are checked at all, and the operator's right passphrase is
   accepted within a bounded time after the guesser;
 - an unauthenticated 15 MiB body is refused (413) without the daemon's memory growing;
-- an operator who kept the README's previous nginx block (no ``X-Forwarded-For`` line: nginx
+- an operator who kept the documentation's previous nginx block (no ``X-Forwarded-For`` line: nginx
   passes the client's own header through) and set no ``trusted_proxies``: the spoofed header
   is ignored, so the limits still bite, and ``/metrics`` still needs a token.
 """
@@ -34,10 +34,10 @@ import pytest
 import pytest_asyncio
 
 from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.nginx import README_LOCATION, Nginx, free_port, running_nginx
+from tests.support.nginx import DOCUMENTED_LOCATION, Nginx, free_port, running_nginx
 from tests.support.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase, ticked
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_indicators", "arguments": {}}}
@@ -74,8 +74,8 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         await daemon.stop()
 
 
-# the README's location block before issue 12: the client's own X-Forwarded-For passes through
-PREVIOUS_README_LOCATION = """\
+# the documented location block before issue 12: the client's own X-Forwarded-For passes through
+PREVIOUS_DOCUMENTED_LOCATION = """\
     location / {
         proxy_pass http://127.0.0.1:9315;
         proxy_http_version 1.1;
@@ -91,13 +91,13 @@ PREVIOUS_README_LOCATION = """\
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def previous_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    """The daemon with default settings behind the previous README block."""
+    """The daemon with default settings behind the previous documented block."""
     daemon = await start_daemon(["--serve", "--trade", "--sim"], data_dir=tmp_path_factory.mktemp("previous"))
     try:
         await daemon.wait_ready()
         upstream = int(daemon.base.rsplit(":", 1)[1])
         prefix = tmp_path_factory.mktemp("nginx-previous")
-        async with running_nginx(prefix, upstream, location=PREVIOUS_README_LOCATION) as nginx:
+        async with running_nginx(prefix, upstream, location=PREVIOUS_DOCUMENTED_LOCATION) as nginx:
             yield Stack(daemon, nginx)
     finally:
         await daemon.stop()
@@ -118,18 +118,19 @@ async def call(http: aiohttp.ClientSession, url: str, headers: dict[str, str]) -
         return r.status
 
 
-async def test_the_readme_carries_the_tested_nginx_location() -> None:
-    """The proxy these tests run is the README's: its ``location /`` block, line for line."""
-    readme = await asyncio.to_thread((ROOT / "README.md").read_text)
+async def test_the_docs_carry_the_tested_nginx_location() -> None:
+    """The proxy these tests run is the documented one (docs/operations.md): its ``location /`` block, line for line."""
+    readme = await asyncio.to_thread((ROOT / "docs" / "operations.md").read_text)
     snippets = re.findall(r"```nginx\n(.*?)```", readme, flags=re.S)
-    assert snippets, "README.md has no ```nginx snippet"
+    assert snippets, "docs/operations.md has no ```nginx snippet"
 
     def lines(text: str) -> list[str]:
         return [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
 
-    wanted = lines(README_LOCATION)
+    wanted = lines(DOCUMENTED_LOCATION)
     assert any("\n".join(wanted) in "\n".join(lines(s)) for s in snippets), (
-        f"README.md's nginx snippet differs from tests/support/nginx.py's README_LOCATION:\n{README_LOCATION}"
+        "docs/operations.md's nginx snippet differs from tests/support/nginx.py's DOCUMENTED_LOCATION:\n"
+        + DOCUMENTED_LOCATION
     )
 
 
@@ -323,7 +324,7 @@ async def test_the_passphrase_cannot_be_brute_forced_or_locked_through_the_proxy
     print(json.dumps({"guesses_checked": checked, "guesses_refused": refused, "operator_waited_s": round(waited, 1)}))
 
 
-async def test_behind_the_previous_readme_block_a_spoofed_forwarded_for_is_ignored(previous_stack: Stack) -> None:
+async def test_behind_the_previous_documented_block_a_spoofed_forwarded_for_is_ignored(previous_stack: Stack) -> None:
     stack = previous_stack
     async with client_from("127.0.0.3") as good:  # a client already at work before the abuse
         assert await call(good, stack.mcp, bearer(stack.token)) == 200

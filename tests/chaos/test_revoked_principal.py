@@ -30,7 +30,7 @@ from tests.brokers.test_principal_stop_daemon import (
 )
 from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(400)]
 
 
 def above(level: float) -> dict[str, object]:

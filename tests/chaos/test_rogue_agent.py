@@ -28,7 +28,7 @@ from brokers.halt import HALTED_MESSAGE
 from tests.brokers.test_halt_daemon import ARGS, ENV, oco, order, sim_open, sim_open_lists, trading
 from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, Any]:

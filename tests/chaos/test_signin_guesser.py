@@ -1,5 +1,6 @@
 """A guesser cannot keep the operator out of the dashboard (issue 36 §4), through Debian's nginx with
-the README's location block in front of ``chartgen --serve`` (``trusted_proxies = ["127.0.0.1"]``,
+the documented location block (docs/operations.md) in front of ``chartgen --serve``
+(``trusted_proxies = ["127.0.0.1"]``,
 ``base_url`` nginx's URL).
 
 The security probe's attack, made continuous: guessers send wrong passphrases without pause, each
@@ -28,7 +29,7 @@ from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.nginx import Nginx, free_port, running_nginx
 from tests.support.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]
 
 OPERATOR_TRIES = 40
 GUESSERS = 4

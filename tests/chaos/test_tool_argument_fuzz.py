@@ -28,7 +28,7 @@ from tests.support.secret_scan import daemon_log_file
 from tests.support.strategies import json_scalars as shared_json_scalars
 from tests.support.strategies import json_values as shared_json_values
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(600)]
 
 TOOLS = [u.listing() for u in CATALOG]
 """Every tool the daemon lists (all groups): chartgen's, ours and the agent tools."""

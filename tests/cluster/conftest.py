@@ -14,8 +14,8 @@ import pytest
 
 from cluster.lease import LEASE_MIGRATIONS
 from cluster.membership import MEMBER_MIGRATIONS
-from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
+from storage import PostgresDatabase
 from tests.support.nats import NatsServer, running_nats
 
 

@@ -11,7 +11,7 @@ import asyncpg
 import orjson
 
 from cluster.lease import LeaseLost, Leases
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 
 async def main(dsn: str, name: str, holder: str, ttl_s: float, stall_inside: bool) -> None:

@@ -13,7 +13,7 @@ import sys
 from brokers.binance_broker import BinanceBroker
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from cluster.order_leader import OrderLeader, run_leader
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 
 
 async def main(dsn: str, sim_url: str, account: str, member: str, ttl_s: float, recv_window_s: float) -> None:

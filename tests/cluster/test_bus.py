@@ -39,6 +39,8 @@ from cluster.bus_subjects import (
 from tests.support.nats import SMALL_BUS_LIMITS, NatsServer
 from tests.support.nginx import free_port
 
+pytestmark = [pytest.mark.servers, pytest.mark.process]
+
 TEST_LIMITS = BusLimits(**SMALL_BUS_LIMITS)
 
 Connect = Callable[..., Awaitable[Bus]]

@@ -23,13 +23,15 @@ from cluster.bus import Bus
 from cluster.bus_prices import BusPrices, TickMessage
 from cluster.bus_streams import BusLimits
 from cluster.bus_subjects import market_subject
-from config.postgres import PostgresDatabase
 from engine.market_data.quotes import QuoteSource
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
+from storage import PostgresDatabase
 from tests.support.daemon_proc import mcp_client, start_daemon
 from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOL = "PB1USDT"
 DEADLINE_S = 60.0

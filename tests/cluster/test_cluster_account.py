@@ -31,12 +31,14 @@ from mcp import Client
 from brokers.models import Actor
 from brokers.order_args import OrderInputError
 from cluster.account_mirror import AccountView
-from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from storage import PostgresDatabase
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.workers import real_clock_simulator, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOL = "AA1USDT"  # about 155 USDT a unit in the simulator (quantity step 0.001)
 DEADLINE_S = 60.0

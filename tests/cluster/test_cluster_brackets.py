@@ -26,11 +26,13 @@ from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader
 from cluster.orders import INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.cluster import test_cluster_lists
 from tests.cluster.test_cluster_lists import ACCOUNT, SYMBOL, _lists_on_exchange, _on_exchange, leading
 from tests.cluster.test_order_leader import leader_broker
 from tests.support.workers import until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 sim = test_cluster_lists.sim  # the fixture: the simulator trading BTCUSDT at 65,000
 PRICE = 65000.0

@@ -36,7 +36,9 @@ from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import OrderIntents
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ACCOUNT = "sim"
 SYMBOL = "BTCUSDT"

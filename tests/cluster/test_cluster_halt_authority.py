@@ -22,10 +22,11 @@ from brokers.models import OrderRequest
 from cluster.front_orders import FrontOrders
 from cluster.halt import HALT_MIGRATIONS, ClusterHalt, read_in
 from cluster.orders import INTENTS_CHANNEL
-from config.migrations import Migrations
-from config.postgres import PostgresDatabase
+from storage import Migrations, PostgresDatabase
 from tests.cluster.test_cluster_lists import ACCOUNT, SYMBOL, _oco, _on_exchange, leading, sim  # noqa: F401
 from tests.cluster.test_order_leader import leader_broker
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ALICE, BOB = HaltAuthority.token("alice", admin=False), HaltAuthority.token("bob", admin=False)
 ROOT = HaltAuthority.token("root", admin=True)

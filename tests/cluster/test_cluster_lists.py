@@ -26,9 +26,11 @@ from cluster.front_orders import FrontOrders
 from cluster.list_intents import LIST_REQUEST_JSON
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import OrderIntents
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.cluster.test_order_leader import leader_broker
 from tests.support.workers import real_clock_simulator, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ACCOUNT = "sim"
 SYMBOL = "BTCUSDT"

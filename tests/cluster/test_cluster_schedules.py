@@ -26,12 +26,14 @@ from brokers.models import Actor
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.service import ScheduleService
 from cluster.schedule_runs import CHECKED_AT_EACH_RUN, IntentRuns
-from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
+from storage import PostgresDatabase
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
 from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
 from tests.support.workers import pid_of, real_clock_simulator, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["SC0USDT"]
 DEADLINE_S = 90.0

@@ -16,9 +16,11 @@ import aiohttp
 import pytest
 
 from cluster.membership import owner_of
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.daemon.test_cli_state_options import chartgen
 from tests.support.workers import Workers, real_clock_simulator, until, window_problems
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["FO0USDT", "FO1USDT", "FO2USDT"]
 DEADLINE_S = 60.0

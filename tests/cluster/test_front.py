@@ -29,10 +29,12 @@ from mcp import Client
 
 from alerts.channels.messages import verify_signature
 from cluster.membership import Membership
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.support.channel_receivers import Receiver
 from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
 from tests.support.workers import Workers, real_clock_simulator, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["FA0USDT", "FA1USDT"]
 HEARTBEAT_S = 0.5

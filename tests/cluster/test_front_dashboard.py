@@ -28,11 +28,11 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from config.postgres import PostgresDatabase
 from dashboard.auth import COOKIE
 from dashboard.device_cookies import DEVICE_COOKIE
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from storage import PostgresDatabase
 from tests.cluster.test_front import worker_alerts
 from tests.cluster.test_front_oauth import set_cluster_passphrase, start_front
 from tests.daemon.test_cli_state_options import chartgen
@@ -43,7 +43,7 @@ from tests.support.leaders import leader_env, lease_holder, start_leader, stop_l
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, real_clock_simulator, until
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(240)]
 
 SYMBOL = "FD0USDT"
 HEARTBEAT_S, LIVENESS_S = 0.5, 2.0

@@ -35,9 +35,11 @@ from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from config.postgres import PostgresDatabase
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.symbol_directory import SymbolDirectory
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ACCOUNT = "sim"
 SYMBOL = "BTCUSDT"

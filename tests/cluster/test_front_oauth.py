@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import httpx2
 import pytest
 
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.daemon.test_cli_state_options import chartgen
 from tests.mcp_bridge.test_oauth_flow import (  # noqa: F401 - collected here against a cluster front
     test_every_refusal_the_authorization_server_owes,
@@ -37,7 +37,7 @@ from tests.support.oauth import (
     tools_call,
 )
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(180)]
 
 
 async def set_cluster_passphrase(dsn: str) -> None:

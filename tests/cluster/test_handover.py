@@ -19,11 +19,13 @@ from alerts.pg_changes import ALERTS_CHANNEL, AlertChange, parse_change
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.pg_store import PgAlertStore
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
-from config.postgres import Listener, PostgresDatabase
 from daemon.worker_handover import missed_by_closes, missed_by_trades
 from engine.bars import Bars
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.trade_history import BinanceTradeHistory, TradePrint
+from storage import Listener, PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 
 def alert(n: int, above: bool, level: float, armed_ms: int, trigger: str = "touch") -> Alert:

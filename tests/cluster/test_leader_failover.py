@@ -27,13 +27,13 @@ from mcp import Client
 from brokers.halt import HALTED_MESSAGE
 from brokers.simulator.accounts import FEE
 from cluster.orders import lease_name
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.cluster.test_front import call, call_error, token_command
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
 from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
 from tests.support.workers import pid_of, real_clock_simulator, until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.slow]
 
 SYMBOL = "BTCUSDT"
 ACCOUNT = "main"

@@ -16,7 +16,9 @@ import orjson
 import pytest
 
 from cluster.lease import LeaseLost, Leases
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "orders/binance:main"

@@ -25,9 +25,11 @@ import pytest
 from cluster.bus_prices import TickMessage
 from cluster.bus_streams import MARKET_STREAM, TICKS_STREAM
 from cluster.bus_subjects import market_of
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["AA1USDT", "AA2USDT"]
 WINDOW_BARS = 50

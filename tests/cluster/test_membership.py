@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.membership import Membership, assign, new_member_id, owner_of
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 MARKETS = [f"SYM{i}USDT/{iv}" for i in range(200) for iv in ("1m", "1h", "1d")]  # 600 markets
 member_ids = st.lists(st.text(min_size=1, max_size=12), min_size=2, max_size=8, unique=True)

@@ -29,14 +29,14 @@ from mcp import Client
 
 from alerts.models import Subscription
 from alerts.pg_store import PgAlertStore
-from config.postgres import PostgresDatabase
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
+from storage import PostgresDatabase
 from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
 from tests.support.nats import NatsServer, nats_env
 from tests.support.workers import Workers, next_alert_frame, real_clock_simulator, until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["NB0USDT", "NB1USDT"]
 OUTAGE_S = float(os.environ.get("CHARTGEN_TEST_NATS_OUTAGE_S", "30"))

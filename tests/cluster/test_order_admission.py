@@ -24,8 +24,10 @@ from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.cluster.test_order_leader import exchange_orders, leader_broker
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ACCOUNT = "sim"
 

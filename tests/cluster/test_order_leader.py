@@ -24,7 +24,9 @@ from brokers.models import OrderRequest
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from cluster.order_leader import ORDER_PATH_MIGRATIONS, OrderLeader, run_leader
 from cluster.orders import Answer, OrderIntents, lease_name
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "sim"
@@ -257,7 +259,7 @@ async def test_the_order_path_rides_out_a_postgres_outage(sim: Any) -> None:
     """PostgreSQL stopped: a new order is refused clearly (not recorded, nothing sent), the leader
     reports itself degraded; PostgreSQL back on the same port: both recover by themselves, and every
     order recorded before or after was sent exactly once."""
-    from config.postgres import StorageUnavailable
+    from storage import StorageUnavailable
     from tests.support.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it

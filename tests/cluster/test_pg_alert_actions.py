@@ -24,8 +24,10 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from brokers.models import ExchangeOrder
 from cluster.orders import ORDER_JSON, OrderIntents
-from config.postgres import PostgresDatabase
 from daemon.cluster_actions import ClusterActionExecutor
+from storage import PostgresDatabase
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 ACCOUNT = "main"
 

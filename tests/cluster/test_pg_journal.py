@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from config.postgres import PostgresDatabase
 from mcp_bridge.journal_store import EventFilter, Journal
 from mcp_bridge.pg_journal import PgJournalStore
 from mcp_bridge.server import ToolRouter
+from storage import PostgresDatabase
 from tests.mcp_bridge.test_journal_tools import (  # noqa: F401 - collected here with the PostgreSQL store
     BLOB,
     SIZE,
@@ -29,6 +29,8 @@ from tests.mcp_bridge.test_journal_tools import (  # noqa: F401 - collected here
     test_log_event_answers_the_seed_shape_and_a_retry_does_not_log_twice,
     test_the_whole_journal_over_its_bytes_drops_everyone_s_oldest_first,
 )
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 
 @pytest.fixture

@@ -25,10 +25,9 @@ from alerts.outbox_store import ChannelRouting, Outbox, OutboxRow
 from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_outbox import OUTBOX_CHANNEL, PgOutboxStore, enqueue, set_action
 from alerts.pg_store import PgAlertStore
-from config import Settings
-from config.channels import WebhookChannel
-from config.postgres import PostgresDatabase
+from config import Settings, WebhookChannel
 from daemon.cluster_channels import LEASE_NAME, ChannelDelivery
+from storage import PostgresDatabase
 from tests.alerts.test_channels_rate import (  # noqa: F401 - collected here with the PostgreSQL outbox
     test_a_failed_digest_leaves_every_row_pending_then_marks_them_together,
     test_a_flood_goes_as_digests_at_the_channel_rate_nothing_dropped_or_doubled,
@@ -52,7 +51,7 @@ from tests.alerts.test_outbox_routing import alert, firing
 from tests.support.channel_receivers import Receiver
 from tests.support.workers import until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(120)]
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone"}), all_principals=("ops",))
 
 

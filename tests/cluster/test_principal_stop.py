@@ -30,14 +30,16 @@ from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt, PendingCancels, PrincipalCancels, cancel_scope_in, read_in
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from config.postgres import PostgresDatabase
 from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import RefreshRow
 from mcp_bridge.pg_tokens import PgTokenStore
+from storage import PostgresDatabase
 from tests.cluster.test_cluster_lists import SYMBOL, _oco, _on_exchange, leading
 from tests.cluster.test_order_leader import ACCOUNT, TTL_S, exchange_orders, leader_broker
 from tests.support.daemon_proc import clean_env
 from tests.support.workers import real_clock_simulator
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 PRICE = 65000.0
 _BRACKET = {"take_profit": Decimal("68250.00"), "stop_loss": Decimal("58500.00"), "stop_limit": None}

@@ -16,12 +16,14 @@ from pydantic import ValidationError
 from cluster.bus import Bus
 from cluster.bus_streams import NOTIFY_STREAM, BusLimits
 from config import load_settings
-from config.postgres import PostgresDatabase
 from daemon.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
+from storage import PostgresDatabase
 from tests.support.daemon_proc import clean_env
 from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary
 from tests.support.nginx import free_port
 from tests.support.workers import until
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 DEPLOY_NATS_CONF = Path(__file__).resolve().parents[2] / "deploy" / "cluster" / "nats-server.conf"
 

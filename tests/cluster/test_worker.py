@@ -27,9 +27,11 @@ import pytest
 
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.support.channel_receivers import Receiver
 from tests.support.workers import Workers, real_clock_simulator, until, window_problems
+
+pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = [f"W{n:02d}USDT" for n in range(12)]
 MARKETS = [f"{s} 1m" for s in SYMBOLS]

@@ -20,11 +20,13 @@ import aiohttp
 import pytest
 
 from cluster.membership import Membership
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.daemon.test_cli_state_options import chartgen
 from tests.support.nats import NatsServer, nats_env
 from tests.support.nginx import free_port
 from tests.support.workers import Workers, real_clock_simulator, until, window_problems
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["CM0USDT", "CM1USDT"]
 HEARTBEAT_S = 30.0

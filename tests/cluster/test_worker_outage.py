@@ -33,15 +33,17 @@ import pytest
 
 from alerts.models import Alert, Subscription
 from alerts.pg_store import PgAlertStore
-from config.postgres import PostgresDatabase
 from daemon.cluster_command import CLUSTER_MIGRATIONS
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
+from storage import PostgresDatabase
 from tests.support.channel_receivers import Receiver
 from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
 from tests.support.nginx import free_port
 from tests.support.workers import Workers, next_alert_frame, owners, real_clock_simulator, until
+
+pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = [f"X{n:02d}USDT" for n in range(6)]
 OUTAGE_S = float(os.environ.get("CHARTGEN_TEST_OUTAGE_S", "30"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from config.database import Database
+from storage import Database
 
 
 def mode(path: Path) -> int:

@@ -32,7 +32,7 @@ from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
 from tests.support.external import node_tool
 
 # one daemon for the whole module: its start-up (simulator, warm-up) dominates otherwise
-pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = [
     "server-initialize",

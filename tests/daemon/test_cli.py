@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PIL import Image
+
+pytestmark = pytest.mark.process
 
 
 async def _run(*args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str, str]:

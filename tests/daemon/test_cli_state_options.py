@@ -59,6 +59,7 @@ def test_state_options_are_moved_in_front_of_the_subcommand_arguments(
     assert hoist_state_options(argv) == (hoisted, rest)
 
 
+@pytest.mark.process
 async def test_token_commands_take_data_dir_before_or_after_the_subcommand(tmp_path: Path) -> None:
     data = tmp_path / "data"
     code, out, err = await chartgen("token", "create", "bars", "--data-dir", str(data))
@@ -75,6 +76,7 @@ async def test_token_commands_take_data_dir_before_or_after_the_subcommand(tmp_p
     assert "revoked" in out
 
 
+@pytest.mark.process
 async def test_token_commands_take_config_before_or_after_the_subcommand(tmp_path: Path) -> None:
     data = tmp_path / "from-config"
     config = tmp_path / "chartgen.toml"
@@ -87,6 +89,7 @@ async def test_token_commands_take_config_before_or_after_the_subcommand(tmp_pat
     assert (data / "chartgen.db").exists()
 
 
+@pytest.mark.process
 async def test_passphrase_takes_data_dir_before_or_after_the_subcommand(tmp_path: Path) -> None:
     first, second = tmp_path / "one", tmp_path / "two"
     code, _, err = await chartgen("passphrase", "set", "--data-dir", str(first), stdin=b"correct horse battery\n")
@@ -97,12 +100,14 @@ async def test_passphrase_takes_data_dir_before_or_after_the_subcommand(tmp_path
     assert not (Path.home() / ".chartgen").exists()
 
 
+@pytest.mark.process
 async def test_sim_exchange_refuses_state_options_naming_the_fix(tmp_path: Path) -> None:
     code, _, err = await chartgen("sim-exchange", "--data-dir", str(tmp_path))
     assert code == 2
     assert "--data-dir does not apply" in err and "drop --data-dir" in err
 
 
+@pytest.mark.process
 async def test_files_written_by_the_command_are_private_under_an_open_umask(tmp_path: Path) -> None:
     data = tmp_path / "data"
     code, _, err = await chartgen("token", "create", "x", "--data-dir", str(data))
@@ -116,6 +121,7 @@ async def test_files_written_by_the_command_are_private_under_an_open_umask(tmp_
     assert all(m == 0o600 for m in files.values()), files
 
 
+@pytest.mark.process
 async def test_the_daemon_modes_create_trades_log_private(tmp_path: Path) -> None:
     """The serving modes run with umask 077: trades.log (written by the daemon later) is 0600."""
     data = tmp_path / "data"

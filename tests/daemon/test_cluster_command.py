@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from alerts.models import Alert
 from alerts.outbox_store import OutboxRow
@@ -21,9 +22,11 @@ from brokers.models import OrderRequest
 from cluster.lease import Leases
 from cluster.membership import Membership, owner_of
 from cluster.orders import OrderIntents
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.daemon.test_cli_state_options import chartgen
 from tests.support.nginx import free_port
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 
 async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: Any, tmp_path: Path) -> None:

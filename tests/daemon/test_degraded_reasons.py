@@ -18,7 +18,7 @@ import pytest
 
 import brokers.simulator.app as sim_app
 from brokers.simulator.faults import RESTRICTED_LOCATION_MSG
-from config.settings import load_settings
+from config import load_settings
 from daemon.engine_runtime import engine_config
 from daemon.modes import announce_not_ready, daemon_readiness, daemon_status, status_line
 from engine.feed.health import REFUSED_HINT
@@ -113,6 +113,7 @@ async def test_the_banner_line_is_printed_only_when_not_ready_by_the_deadline() 
     assert status_line(services).endswith("; +4 more (see /readyz) | 1 markets, 0 alerts active")
 
 
+@pytest.mark.process
 @pytest.mark.slow
 async def test_the_daemons_readyz_and_status_name_the_451_and_the_hint(tmp_path: Path) -> None:
     proc = await start_daemon(

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp.test_utils import TestServer
 
-from config.settings import load_settings
+from config import load_settings
 from daemon.engine_runtime import engine_config, running_engine
 from tests.engine.fake_binance import FakeBinance
 

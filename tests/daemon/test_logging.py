@@ -84,6 +84,7 @@ async def test_the_scheduler_logs_runs_at_debug_and_a_failure_at_warning() -> No
     assert routine and {line["level"] for line in routine} == {"debug"}
 
 
+@pytest.mark.process
 @pytest.mark.timeout(180)
 async def test_a_clean_stop_logs_no_error(tmp_path: Path) -> None:
     """SIGTERM to a trading daemon on the simulator (with its Binance user-data stream): no error-level

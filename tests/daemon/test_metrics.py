@@ -37,6 +37,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+@pytest.mark.process
 async def test_metrics_report_tools_engine_alerts_and_queues(daemon: DaemonProc) -> None:
     assert daemon.token is not None
     async with mcp_client(daemon.mcp_url, daemon.token) as client:

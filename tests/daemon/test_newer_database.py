@@ -10,6 +10,8 @@ import pytest
 
 from tests.daemon.test_cli_state_options import chartgen
 
+pytestmark = pytest.mark.process
+
 
 def newer_data_dir(tmp_path: Path) -> Path:
     data = tmp_path / "data"

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from config import Settings
 from daemon.database import open_database
 from mcp_bridge.oauth.store import AccessRow, OAuthStore, RefreshRow
 from mcp_bridge.tokens import TokenStore
 from tests.daemon.test_cli_state_options import chartgen
+
+pytestmark = pytest.mark.process
 
 
 async def _approved_client(data_dir: Path) -> tuple[str, str]:

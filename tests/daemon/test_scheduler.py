@@ -172,6 +172,7 @@ def _orders(db: Path, schedule_id: str) -> list[str]:
         return sorted(r[0] for r in rows)
 
 
+@pytest.mark.process
 @pytest.mark.timeout(180)
 async def test_status_lists_every_periodic_job_and_schedules_follow_the_misfire_policy_across_restarts(
     tmp_path: Path,

@@ -6,7 +6,11 @@ import asyncio
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.support.daemon_proc import start_daemon
+
+pytestmark = pytest.mark.process
 
 
 async def _datagram(sock: socket.socket) -> str:

@@ -19,6 +19,8 @@ import pytest
 
 from tests.support.daemon_proc import create_token, start_daemon
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 ARGS = ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"]
 CALLS = 120
 

@@ -25,6 +25,7 @@ def installed_copy(tmp_path: Path) -> Path:
     return unit
 
 
+@pytest.mark.process
 def test_the_unit_verifies_clean_and_rates_2_5_or_better(tmp_path: Path) -> None:
     analyze = required("systemd-analyze", which("systemd-analyze"), "apt-get install systemd; .ci/run does this")
     unit = installed_copy(tmp_path)
@@ -40,6 +41,7 @@ def test_the_unit_verifies_clean_and_rates_2_5_or_better(tmp_path: Path) -> None
     assert float(found.group(1)) <= 2.5, security.stdout[-2000:]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("role", "port"), [("worker", "--port 930%i"), ("front", "--port 941%i"), ("leader", "--port 952%i")]
 )

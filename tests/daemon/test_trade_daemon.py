@@ -17,6 +17,8 @@ from engine.indicators.runner import compute_sync
 from engine.market_data.binance_rest import rows_to_bars
 from tests.support.daemon_proc import mcp_client, start_daemon
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[dict[str, str]]:

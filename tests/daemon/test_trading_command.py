@@ -37,6 +37,7 @@ def test_every_subcommand_has_an_invocation_in_this_test() -> None:
     assert set(INVOCATIONS) == set(SUBCOMMANDS), "add the new subcommand to INVOCATIONS"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sub", sorted(INVOCATIONS))
 @pytest.mark.parametrize("where", ["before", "after", "after-equals"])
 async def test_every_subcommand_takes_data_dir_before_or_after_it(tmp_path: Path, sub: str, where: str) -> None:
@@ -61,6 +62,7 @@ async def test_every_subcommand_takes_data_dir_before_or_after_it(tmp_path: Path
     assert (data / "chartgen.db").exists()
 
 
+@pytest.mark.process
 async def test_halt_status_and_resume_without_a_running_daemon(tmp_path: Path) -> None:
     data = tmp_path / "data"
     code, out, err = await chartgen("trading", "halt", "--reason", "exchange incident", "--data-dir", str(data))
@@ -81,6 +83,7 @@ async def test_halt_status_and_resume_without_a_running_daemon(tmp_path: Path) -
     assert "HALT by cli" in log and "exchange incident" in log and "RESUME by cli" in log
 
 
+@pytest.mark.process
 async def test_trading_needs_an_action_and_names_them(tmp_path: Path) -> None:
     code, _, err = await chartgen("trading", "--data-dir", str(tmp_path))
     assert code == 2 and "halt" in err and "resume" in err

@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from dashboard.sessions import SessionStore
+from storage import Database
 from tests.support.daemon_proc import DaemonProc, create_token, start_daemon
 from tests.support.oauth import PASSPHRASE, set_passphrase
 
@@ -57,6 +57,7 @@ async def csrf_of(http: aiohttp.ClientSession, base: str) -> str:
     return page.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
 
 
+@pytest.mark.process
 async def test_without_a_session_only_the_sign_in_page_answers(daemon: DaemonProc) -> None:
     async with browser_session() as http:
         async with http.get(f"{daemon.base}/ui") as r:
@@ -74,6 +75,7 @@ async def test_without_a_session_only_the_sign_in_page_answers(daemon: DaemonPro
                 assert r.status == 401, path
 
 
+@pytest.mark.process
 async def test_sign_in_gives_a_strict_cookie_and_wrong_passphrases_are_limited(daemon: DaemonProc) -> None:
     async with browser_session() as http:
         wrong = await sign_in(http, daemon.base, "not the passphrase at all")
@@ -95,6 +97,7 @@ async def test_sign_in_gives_a_strict_cookie_and_wrong_passphrases_are_limited(d
         assert "Secure" not in cookie  # plain http on loopback; base_url https adds it (below)
 
 
+@pytest.mark.process
 async def test_cookie_is_secure_under_an_https_base_url(tmp_path: Path) -> None:
     await set_passphrase(tmp_path)
     proc = await start_daemon(["--serve"], data_dir=tmp_path, env={"CHARTGEN_BASE_URL": "https://charts.example"})
@@ -106,6 +109,7 @@ async def test_cookie_is_secure_under_an_https_base_url(tmp_path: Path) -> None:
         await proc.stop()
 
 
+@pytest.mark.process
 async def test_changes_need_the_csrf_token_and_sessions_revoke_at_once(daemon: DaemonProc) -> None:
     async with browser_session() as http:
         assert (await sign_in(http, daemon.base)).status == 303
@@ -134,6 +138,7 @@ async def test_changes_need_the_csrf_token_and_sessions_revoke_at_once(daemon: D
             assert r.status == 401
 
 
+@pytest.mark.process
 async def test_alert_errors_name_the_field_and_tokens_revoked_here_fail_at_once(
     daemon: DaemonProc, tmp_path: Path
 ) -> None:
@@ -210,6 +215,7 @@ async def test_sessions_expire_when_idle_and_at_the_absolute_limit() -> None:
         await db.close()
 
 
+@pytest.mark.process
 async def test_one_passphrase_budget_for_the_dashboard_and_the_consent_page(tmp_path: Path) -> None:
     """A wrong passphrase at /ui makes the same address wait on the OAuth consent page too."""
     import re

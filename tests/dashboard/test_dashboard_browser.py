@@ -33,7 +33,7 @@ from tests.support.external import chromium
 from tests.support.oauth import PASSPHRASE, set_passphrase
 from tests.support.sim_daemon import tool_json
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 PAGES = ("markets", "alerts", "notifications", "orders", "health", "access")
 SIZES = ((1920, 1080), (390, 844))
 T = TypeVar("T")

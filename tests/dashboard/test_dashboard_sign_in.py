@@ -21,7 +21,7 @@ from tests.dashboard.test_dashboard_access import browser_session, sign_in
 from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.oauth import PASSPHRASE, set_passphrase
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 
 NEW_PASSPHRASE = "a brand new passphrase, longer"
 GUESSERS = 6

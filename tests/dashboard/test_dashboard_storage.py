@@ -9,11 +9,11 @@ import orjson
 from mcp.server.transport_security import TransportSecurityMiddleware
 from starlette.applications import Starlette
 
-from config.postgres import StorageUnavailable
 from dashboard.deps import DashboardDeps
 from dashboard.routes import dashboard_routes
 from mcp_bridge.rebinding import security_settings
 from mcp_bridge.tools import Services
+from storage import StorageUnavailable
 
 WHY = "PostgreSQL at db:5432 unreachable: session not checked"
 

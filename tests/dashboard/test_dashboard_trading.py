@@ -26,12 +26,12 @@ from selenium.webdriver.support.ui import Select
 from starlette.applications import Starlette
 
 from brokers.halt import HALTED_MESSAGE, HaltState
-from config.postgres import StorageUnavailable
 from dashboard.deps import DashboardDeps
 from dashboard.routes import dashboard_routes
 from dashboard.sessions import Session
 from mcp_bridge.rebinding import security_settings
 from mcp_bridge.tools import Services
+from storage import StorageUnavailable
 from tests.dashboard.test_dashboard_access import browser_session, csrf_of, sign_in
 from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 from tests.support.external import chromium
@@ -103,6 +103,7 @@ async def _tool(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, 
     return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
 
 
+@pytest.mark.process
 async def test_halt_and_resume_as_the_operator_show_the_holder(desk: Desk) -> None:
     panel = await desk.get("/ui/api/trading")
     assert panel["running"] is True and panel["note"] is None
@@ -156,6 +157,7 @@ async def test_halt_and_resume_as_the_operator_show_the_holder(desk: Desk) -> No
         assert status == 200, body
 
 
+@pytest.mark.process
 async def test_a_suspended_principal_is_refused_while_another_trades(desk: Desk) -> None:
     alice_p, bob_p = await desk.principal("alice"), await desk.principal("bob")
     status, body = await desk.change("POST", "/ui/api/trading/suspensions", {"principal": "tok_nobody"})
@@ -189,6 +191,7 @@ async def test_a_suspended_principal_is_refused_while_another_trades(desk: Desk)
         assert not refused, text
 
 
+@pytest.mark.process
 async def test_every_principals_schedules_are_listed_with_their_next_run_and_cancelled(desk: Desk) -> None:
     async with (
         mcp_client(desk.daemon.mcp_url, desk.tokens["alice"]) as alice,
@@ -316,6 +319,7 @@ async def test_while_the_database_is_away_the_panel_answers_503() -> None:
 # --- the panel in Chromium ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 async def test_the_operator_halts_and_resumes_in_the_panel(tmp_path: Path) -> None:
     chromium()  # skipped (failed under CI) when Chromium is missing, before anything starts
     from tests.dashboard.test_dashboard_browser import Page, browser

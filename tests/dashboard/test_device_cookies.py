@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from config.database import Database
 from dashboard.device_cookies import device_of, issue_device_cookie
 from dashboard.sessions import MIGRATIONS, SessionStore, SignInState, end_every_sign_in
 from mcp_bridge.oauth.attempts import PassphraseAttempts, TooManyAttempts
+from storage import Database
 
 
 class Clock:

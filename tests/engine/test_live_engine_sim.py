@@ -27,6 +27,8 @@ from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.rate_gate import RateGate
 
+pytestmark = pytest.mark.slow
+
 SYMBOLS = ["BTCUSDT", "ETHUSDT", "SOLUSDT"]
 INTERVALS = ["1m", "5m"]
 MARKETS = [(s, i) for s in SYMBOLS for i in INTERVALS]

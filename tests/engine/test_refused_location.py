@@ -28,6 +28,8 @@ from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
 from engine.market_data.rate_gate import RateGate
 
+pytestmark = pytest.mark.slow
+
 WAIT = 20.0
 NORMAL_MAX_S = 0.5  # the engine's usual reconnect/retry backoff in these tests is at most this
 

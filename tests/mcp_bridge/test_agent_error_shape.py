@@ -37,6 +37,7 @@ def test_there_are_twelve_and_each_schema_is_a_valid_object_schema() -> None:
         assert not validator.is_valid({"tool_call_id": "x"}), unit.name
 
 
+@pytest.mark.process
 async def test_an_invalid_argument_on_each_agent_tool_is_a_valid_error_result(tmp_path: Path) -> None:
     token = await create_token(tmp_path, "agent", "charts,alerts,trade")
     async with running_daemon(["--serve"], data_dir=tmp_path) as daemon:

@@ -75,6 +75,7 @@ async def _stdio(sim: Any, data: Path) -> AsyncIterator[Client]:
         yield client
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("transport", ["http", "stdio"])
 async def test_each_agent_tool_answers_with_the_convention(sim: Any, tmp_path: Path, transport: str) -> None:
     opened = _http(sim, tmp_path) if transport == "http" else _stdio(sim, tmp_path)

@@ -202,6 +202,7 @@ async def test_documentation_refuses_an_unknown_section(router: ToolRouter) -> N
 # --- through a daemon ---------------------------------------------------------------------------
 
 
+@pytest.mark.process
 async def test_the_three_tools_through_a_daemon_on_the_simulator(tmp_path: Path) -> None:
     async with running_daemon(["--serve", "--sim"], data_dir=tmp_path) as daemon:
         async with mcp_client(daemon.mcp_url, daemon.token) as client:

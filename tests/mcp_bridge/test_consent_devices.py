@@ -21,7 +21,6 @@ from pydantic import AnyUrl
 from starlette.applications import Starlette
 from starlette.responses import Response
 
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from daemon.http_server import serving as serve_app
 from dashboard.device_cookies import (
@@ -38,6 +37,7 @@ from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.routes import oauth_routes
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.dashboard.test_dashboard_sign_in import from_address, spend_the_global_budget
 from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
@@ -224,6 +224,7 @@ async def parked_consent(base: str) -> tuple[str, str]:
     return page_url.split("?")[0], page_url.split("request=")[1]
 
 
+@pytest.mark.process
 async def test_the_daemons_consent_page_checks_a_device_cookie_while_guessers_spend_the_budget(
     daemon: DaemonProc,
 ) -> None:

@@ -173,6 +173,7 @@ async def test_without_market_data_get_symbols_is_not_available() -> None:
     assert err and body["error"]["code"] == "NOT_AVAILABLE"
 
 
+@pytest.mark.process
 async def test_both_tools_through_a_daemon_on_the_simulator(
     tmp_path: Path, yahoo_stub: tuple[str, list[dict[str, str]]]
 ) -> None:

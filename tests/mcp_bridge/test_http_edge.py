@@ -29,6 +29,8 @@ from mcp_bridge.server import build_server
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import TOOL_NAMES
 
+pytestmark = pytest.mark.slow
+
 EVERY_SCOPE = frozenset({"charts", "alerts", "trade", "admin"})
 CALLERS = {name: Caller(name.removeprefix("good-"), EVERY_SCOPE) for name in ("good-alice", "good-bob", "good-carol")}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from config.database import Database
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.journal_store import MIGRATIONS, EventFilter, Journal, JournalLimits, JournalStore, event_size
 from mcp_bridge.scopes import ALERTS, CHARTS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
+from storage import Database
 from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 
 SCOPES = frozenset({CHARTS, ALERTS})
@@ -196,6 +196,7 @@ async def test_an_unauthenticated_caller_is_refused_with_the_convention(journal_
     assert err and body["tool_call_id"] == "q1" and "Authorization" in body["error"]["message"]
 
 
+@pytest.mark.process
 async def test_events_survive_a_restart_and_stay_private(tmp_path: Path) -> None:
     alice = await create_token(tmp_path, "alice")
     bob = await create_token(tmp_path, "bob")

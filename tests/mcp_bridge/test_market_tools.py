@@ -201,6 +201,7 @@ async def yahoo_url() -> AsyncIterator[str]:
         yield url
 
 
+@pytest.mark.process
 @pytest.mark.timeout(180)
 async def test_quotes_and_history_through_the_daemon(e2e_sim: RunningSimulator, yahoo_url: str, tmp_path: Path) -> None:
     sim, ex = e2e_sim, e2e_sim.exchange

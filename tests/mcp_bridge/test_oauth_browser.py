@@ -32,7 +32,7 @@ from tests.support.daemon_proc import DaemonProc, start_daemon
 from tests.support.external import chromium
 from tests.support.oauth import PASSPHRASE, pkce, set_passphrase
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(180)]
 
 
 class Callback:

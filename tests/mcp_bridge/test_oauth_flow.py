@@ -35,6 +35,8 @@ from tests.support.oauth import (
     tools_call,
 )
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:

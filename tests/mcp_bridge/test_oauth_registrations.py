@@ -12,12 +12,14 @@ from mcp.server.auth.provider import AuthorizationParams
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
 
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.support.oauth import REDIRECT, client, pkce
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

@@ -79,6 +79,7 @@ def offered(page: str) -> list[str]:
     return re.findall(r'name="scope" value="([^"]+)"', page)
 
 
+@pytest.mark.process
 async def test_scopes_are_advertised_in_both_metadata_documents(daemon: DaemonProc) -> None:
     async with httpx2.AsyncClient() as http:
         server = (await http.get(f"{daemon.base}/.well-known/oauth-authorization-server")).json()
@@ -87,6 +88,7 @@ async def test_scopes_are_advertised_in_both_metadata_documents(daemon: DaemonPr
     assert resource["scopes_supported"] == ["charts", "alerts", "trade", "admin"]
 
 
+@pytest.mark.process
 async def test_the_consent_page_offers_what_was_asked_and_ticks_only_charts_and_alerts(daemon: DaemonProc) -> None:
     async with httpx2.AsyncClient() as http:
         _, page = await consent_page(http, daemon.base, None)
@@ -98,6 +100,7 @@ async def test_the_consent_page_offers_what_was_asked_and_ticks_only_charts_and_
         assert "localhost:3030" in page
 
 
+@pytest.mark.process
 async def test_scopes_narrowed_on_the_consent_page_are_on_the_token_and_survive_refresh(daemon: DaemonProc) -> None:
     base, url = daemon.base, daemon.mcp_url
     async with httpx2.AsyncClient() as http:
@@ -146,6 +149,7 @@ async def test_scopes_narrowed_on_the_consent_page_are_on_the_token_and_survive_
         )
 
 
+@pytest.mark.process
 async def test_approving_with_every_box_unticked_grants_nothing(daemon: DaemonProc) -> None:
     async with httpx2.AsyncClient() as http:
         page_url, page = await consent_page(http, daemon.base, None)
@@ -180,6 +184,7 @@ LOOK_ALIKES = [
 ]
 
 
+@pytest.mark.process
 async def test_a_cross_site_consent_post_is_refused_and_the_request_stays_pending(daemon: DaemonProc) -> None:
     async with httpx2.AsyncClient() as http:
         page_url, page = await consent_page(http, daemon.base, None)
@@ -200,6 +205,7 @@ async def test_a_cross_site_consent_post_is_refused_and_the_request_stays_pendin
         assert approved.status_code == 303 and "code=" in approved.headers["location"]
 
 
+@pytest.mark.process
 async def test_userinfo_and_look_alike_redirect_uris_cannot_register(daemon: DaemonProc) -> None:
     async with httpx2.AsyncClient() as http:
         for uri in LOOK_ALIKES:

@@ -17,7 +17,6 @@ from mcp.server.auth.provider import AuthorizationParams
 from pydantic import AnyUrl
 from starlette.applications import Starlette
 
-from config.database import Database
 from daemon.database import ALL_MIGRATIONS
 from daemon.http_server import serving as serve_app
 from mcp_bridge.oauth.attempts import PassphraseAttempts, TooManyAttempts
@@ -26,8 +25,11 @@ from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.routes import oauth_routes
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.support.daemon_proc import start_daemon
 from tests.support.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
+
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 class Clock:

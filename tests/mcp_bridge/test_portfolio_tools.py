@@ -120,6 +120,7 @@ async def running(sim: RunningSimulator, tmp_path: Path) -> AsyncIterator[tuple[
         await stack.aclose()
 
 
+@pytest.mark.process
 async def test_trade_simulate_matches_an_independent_computation_and_sends_nothing(
     sim: RunningSimulator, tmp_path: Path
 ) -> None:
@@ -183,6 +184,7 @@ async def _check_trade_simulate_matches_an_independent_computation_and_sends_not
         )
 
 
+@pytest.mark.process
 async def test_a_leg_over_the_order_limit_is_risk_limit_exceeded_and_nothing_reaches_the_exchange(
     sim: RunningSimulator, tmp_path: Path
 ) -> None:
@@ -217,6 +219,7 @@ async def _check_a_leg_over_the_order_limit_is_risk_limit_exceeded_and_nothing_r
     assert sim.exchange.order_arrivals == arrivals and len(sim.exchange.account.orders) == orders
 
 
+@pytest.mark.process
 async def test_trade_execute_reports_each_leg_as_the_exchange_has_it(sim: RunningSimulator, tmp_path: Path) -> None:
     async with running(sim, tmp_path) as (client, _):
         await _check_trade_execute_reports_each_leg_as_the_exchange_has_it(sim, client, _)
@@ -267,6 +270,7 @@ async def _check_trade_execute_reports_each_leg_as_the_exchange_has_it(
     }
 
 
+@pytest.mark.process
 async def test_get_portfolio_values_the_account_at_the_exchanges_prices(sim: RunningSimulator, tmp_path: Path) -> None:
     async with running(sim, tmp_path) as (client, second):
         await _check_get_portfolio_values_the_account_at_the_exchanges_prices(sim, client, second)

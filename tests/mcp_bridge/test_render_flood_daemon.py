@@ -21,6 +21,8 @@ import pytest
 
 from tests.support.daemon_proc import create_token, start_daemon
 
+pytestmark = [pytest.mark.slow, pytest.mark.process]
+
 HEAVY = {"format": "png", "width": 4096, "height": 4096, "bars": 5000}
 SMALL = {"format": "png", "bars": 50, "width": 400, "height": 300, "indicators": ["rsi"]}
 A_CHARTS = 6

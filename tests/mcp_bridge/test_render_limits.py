@@ -136,6 +136,7 @@ async def pool() -> AsyncIterator[ProcessPoolRenderer]:
         yield renderer
 
 
+@pytest.mark.process
 async def test_series_payloads_are_built_off_the_event_loop(
     pool: ProcessPoolRenderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,9 +7,9 @@ traced at the connection and must have committed under FULL.
 
 from __future__ import annotations
 
-from config.database import Database
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.support.sqlite_trace import FULL, NORMAL, committed_under
 
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from config.database import Database
 from daemon.http_server import serving as serve_app
 from daemon.modes import token_authenticator
 from mcp_bridge.http_app import build_http_app
@@ -36,6 +35,7 @@ from mcp_bridge.tokens import TokenStore
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import TOOL_NAMES
 from mcp_bridge.tools.unit import ToolContext
+from storage import Database
 from tests.support.daemon_proc import mcp_client
 from tests.support.oauth import tools_call, tools_list
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from config.database import Database
 from mcp_bridge.token_cache import marker_for
 from mcp_bridge.tokens import TokenStore
+from storage import Database
 from tests.support.daemon_proc import DaemonProc, clean_env, create_token, start_daemon
 
 
@@ -83,6 +83,7 @@ async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProc]:
         await proc.stop()
 
 
+@pytest.mark.process
 async def test_chartgen_token_revoke_takes_effect_on_the_next_request(daemon: DaemonProc, tmp_path: Path) -> None:
     token = await create_token(tmp_path, "cli-revoked")
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_indicators", "arguments": {}}}

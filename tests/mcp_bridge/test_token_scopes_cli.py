@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 
 import httpx2
+import pytest
 
 from mcp_bridge.tools.catalog import TOOL_NAMES
 from tests.support.daemon_proc import clean_env, create_token, mcp_client, start_daemon
 from tests.support.oauth import tools_call, tools_list
+
+pytestmark = pytest.mark.process
 
 TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "get_balance"}
 TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}

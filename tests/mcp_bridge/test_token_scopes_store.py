@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from config.database import Database, Migrations
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
 from mcp_bridge.tokens import TokenError, TokenStore, hash_token
+from storage import Database, Migrations
 
 
 def first_step(m: Migrations) -> Migrations:

@@ -45,7 +45,7 @@ def _stdio_params() -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "daemon", "--mcp"], env=env)
 
 
-@pytest.fixture(params=["http", "stdio"])
+@pytest.fixture(params=["http", pytest.param("stdio", marks=pytest.mark.process)])
 def target(request: pytest.FixtureRequest, mcp_url: str) -> Any:
     """Where the SDK client connects: our HTTP app, or `chartgen --mcp` as a subprocess."""
     return f"{mcp_url}/mcp" if request.param == "http" else _stdio_params()

@@ -86,7 +86,7 @@ async def test_a_tool_outside_the_configured_groups_is_neither_listed_nor_callab
 
 
 def test_tool_groups_setting_is_read_and_checked() -> None:
-    from config.settings import load_settings
+    from config import load_settings
 
     assert load_settings({"tool_groups": "chart, journal"}).tool_groups == ["chart", "journal"]
     with pytest.raises(ValueError, match="unknown group 'charts'"):

@@ -11,7 +11,7 @@ from typing import Any
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from cluster.lease import Leases
 from cluster.orders import lease_name
-from config.postgres import PostgresDatabase
+from storage import PostgresDatabase
 from tests.support.daemon_proc import clean_env
 from tests.support.secret_scan import daemon_log_file
 

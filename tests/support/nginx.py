@@ -1,10 +1,10 @@
-"""Debian's nginx as the README's reverse proxy in front of a test daemon, on loopback, without TLS.
+"""Debian's nginx as the reverse proxy of docs/operations.md in front of a test daemon, on loopback, without TLS.
 
 nginx runs as a child of the test (``daemon off``, one process: ``master_process off``, so it
 never switches user and needs nothing outside its temporary prefix) with its own
 configuration, pid file, logs and temp paths in a tmp folder, listening on a free loopback
-port.  The ``location /`` block is :data:`README_LOCATION`, the one the README's TLS snippet
-shows (``test_proxy_abuse.py`` checks that the README still carries it), pointed at the
+port.  The ``location /`` block is :data:`DOCUMENTED_LOCATION`, the one the documented TLS snippet
+shows (``test_proxy_abuse.py`` checks that docs/operations.md still carries it), pointed at the
 daemon's port.  Missing nginx: skipped locally, a failure under CI (:mod:`tests.support.external`).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.support.external import required, stop_process_group, which
 
-README_LOCATION = """\
+DOCUMENTED_LOCATION = """\
     location / {
         proxy_pass http://127.0.0.1:9315;
         proxy_http_version 1.1;
@@ -33,7 +33,7 @@ README_LOCATION = """\
         chunked_transfer_encoding on;
     }
 """
-"""The README's ``location /`` block (with its upstream ``127.0.0.1:9315``)."""
+"""The documented ``location /`` block (with its upstream ``127.0.0.1:9315``)."""
 
 _CONF = """\
 daemon off;
@@ -72,7 +72,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def config(prefix: Path, port: int, upstream_port: int, location: str = README_LOCATION) -> str:
+def config(prefix: Path, port: int, upstream_port: int, location: str = DOCUMENTED_LOCATION) -> str:
     block = location.replace("http://127.0.0.1:9315", f"http://127.0.0.1:{upstream_port}")
     return _CONF.format(prefix=prefix, port=port, location=block)
 
@@ -112,9 +112,9 @@ async def _listening(port: int, proc: asyncio.subprocess.Process, prefix: Path, 
 
 @contextlib.asynccontextmanager
 async def running_nginx(
-    prefix: Path, upstream_port: int, *, port: int | None = None, location: str = README_LOCATION
+    prefix: Path, upstream_port: int, *, port: int | None = None, location: str = DOCUMENTED_LOCATION
 ) -> AsyncIterator[Nginx]:
-    """nginx with the README's location block (or ``location``) in front of ``127.0.0.1:upstream_port``;
+    """nginx with the documented location block (or ``location``) in front of ``127.0.0.1:upstream_port``;
     stopped on exit."""
     binary = nginx_binary()
     port = port or free_port()

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import aiohttp
 
 from cluster.membership import owner_of
-from config.postgres import PostgresDatabase
 from engine.market_data.intervals import interval_seconds
+from storage import PostgresDatabase
 from tests.support.external import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]

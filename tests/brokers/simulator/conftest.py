@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import aiohttp
 import pytest
 
 from brokers.simulator.app import RunningSimulator, start_simulator
+from tests.brokers.simulator.signed import SignedClient
+
+FUNDED = {"USDT": Decimal("100000"), "BTC": Decimal("1")}
+"""The account of :func:`funded_simulator`: both sides of BTCUSDT can trade."""
+
+
+async def funded_simulator() -> RunningSimulator:
+    """A manual-clock simulator on BTCUSDT and ETHUSDT, its account holding :data:`FUNDED` (use ``async with``)."""
+    return await start_simulator(clock="manual", symbols=["BTCUSDT", "ETHUSDT"], balances=dict(FUNDED))
 
 
 @pytest.fixture
@@ -32,3 +42,10 @@ async def post_json(http: aiohttp.ClientSession, url: str, body: Any) -> Any:
     async with http.post(url, json=body) as r:
         assert r.status == 200, await r.text()
         return await r.json()
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[SignedClient]:
+    """Signed REST calls (tests/brokers/simulator/signed.py) to a :func:`funded_simulator`."""
+    async with await funded_simulator() as sim, aiohttp.ClientSession() as http:
+        yield SignedClient(sim, http)

@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.simulator.app import RunningSimulator
 from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from tests.brokers.simulator.conftest import get_json, post_json
+from tests.brokers.simulator.conftest import funded_simulator, get_json, post_json
 
 Event = dict[str, Any]
 
@@ -47,6 +47,11 @@ class Signed:
 
     async def price(self, price: str, symbol: str = "BTCUSDT") -> None:
         await post_json(self.http, f"{self.sim.url}/sim/v1/price", {"symbol": symbol, "price": price})
+
+    async def best_bid(self, symbol: str = "BTCUSDT") -> str:
+        """The book's best bid now (a sell that took part of it leaves that level on top)."""
+        _, _, book = await get_json(self.http, f"{self.sim.url}/api/v3/depth", symbol=symbol, limit=5)
+        return str(book["bids"][0][0])
 
     async def balance(self, asset: str) -> tuple[Decimal, Decimal]:
         account = await self.ok("GET", "/api/v3/account")
@@ -78,8 +83,7 @@ class UserStream:
 
 @pytest.fixture
 async def sim() -> AsyncIterator[RunningSimulator]:
-    balances = {"USDT": Decimal("100000"), "BTC": Decimal("1")}
-    async with await start_simulator(clock="manual", symbols=["BTCUSDT", "ETHUSDT"], balances=balances) as running:
+    async with await funded_simulator() as running:
         yield running
 
 
@@ -134,7 +138,9 @@ async def test_a_stop_loss_sell_waits_then_fills_when_a_trade_reaches_it(api: Si
     assert order["status"] == "NEW" and order["isWorking"] is False
     await api.price("63990")
     trade = await stream.until(report("sl-1", "TRADE"))
-    assert trade["X"] == "FILLED" and trade["L"] == "63990.00000000" and trade["W"] > 0
+    # a triggered STOP_LOSS sells as MARKET: into the best bid below the trade that triggered it
+    assert trade["X"] == "FILLED" and trade["L"] == await api.best_bid() and trade["W"] > 0
+    assert Decimal(trade["L"]) < Decimal("63990")
     order = await api.ok("GET", "/api/v3/order", symbol="BTCUSDT", origClientOrderId="sl-1")
     assert order["status"] == "FILLED" and order["executedQty"] == "0.01000000"
     assert await api.balance("BTC") == (Decimal("0.99"), Decimal("0"))
@@ -171,7 +177,8 @@ async def test_a_trailing_stop_follows_the_peak_and_triggers_on_the_reversal(api
     assert (await api.ok("GET", "/api/v3/order", symbol="BTCUSDT", origClientOrderId="trail-1"))["status"] == "NEW"
     await api.price("65340")
     trade = await stream.until(report("trail-1", "TRADE"))
-    assert trade["L"] == "65340.00000000" and trade["X"] == "FILLED" and trade["d"] == 100
+    assert trade["L"] == await api.best_bid() and Decimal(trade["L"]) < Decimal("65340")
+    assert trade["X"] == "FILLED" and trade["d"] == 100
 
 
 async def test_trailing_delta_out_of_range_is_refused(api: Signed) -> None:
@@ -234,7 +241,8 @@ async def test_oco_stop_leg_fill_expires_the_take_profit_leg(api: Signed, stream
     await api.price("62950")
     expired = await stream.until(report("oco-tp", "EXPIRED"))
     trade = await stream.until(report("oco-sl", "TRADE"))
-    assert expired["g"] == trade["g"] == body["orderListId"] and trade["L"] == "62950.00000000"
+    assert expired["g"] == trade["g"] == body["orderListId"] and trade["L"] == await api.best_bid()
+    assert Decimal("62900") <= Decimal(trade["L"]) < Decimal("62950")  # the best bid, within the leg's limit
     done = await stream.until(list_status("ALL_DONE"))
     assert done["L"] == "ALL_DONE" and done["C"] == "oco-1"
     assert await api.balance("BTC") == (Decimal("0.99"), Decimal("0"))

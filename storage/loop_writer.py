@@ -1,7 +1,7 @@
 """Short write transactions run on the event loop's own thread, through a second connection.
 
 The alert firing is the one transaction on the push path: a tick crosses an alert, the firing
-commits, the WAL is flushed (``config/wal_sync.py``), the frame is written.  Through aiosqlite
+commits, the WAL is flushed (``storage/wal_sync.py``), the frame is written.  Through aiosqlite
 each firing is two thread hand-offs (loop → database thread → loop) and, because one lock
 serialises every statement of the shared connection, a firing also waits for whatever read
 is in flight (the audit writer's query, the halt switch's ``data_version`` poll), each held
@@ -14,7 +14,7 @@ So a small firing (:data:`LOOP_TRANSACTION_MAX_ITEMS` alerts or fewer) runs here
 loop, with the GIL held for its 0.2–0.5 ms — as long as encoding its frames takes — and never
 touches the disk synchronously: the connection commits with ``synchronous=NORMAL`` (the
 caller gets its durability from the WAL flush afterwards) and its automatic checkpoint is
-SQLite's 10,000-page backstop only (``config/wal_checkpoint.py`` checkpoints on its own
+SQLite's 10,000-page backstop only (``storage/wal_checkpoint.py`` checkpoints on its own
 thread).  Large firings stay on the database thread.
 
 SQLite allows one writer at a time, across connections.  :class:`Database` takes its write

@@ -2,8 +2,10 @@
 
 Every package owns its tables and ships them as a :class:`Migrations` list; ``daemon``
 opens the database once (:meth:`Database.open`) and applies them all (:meth:`Database.migrate`).
-This module lives in ``config`` because it is the root of the package graph (design.md §1):
-engine, alerts, brokers and mcp_bridge may all use it without importing each other.
+It lives in ``storage``, beside the cluster's PostgreSQL, under every package that keeps state
+(design.md §1).  A failure of the database itself (busy past the timeout, disk full, I/O error,
+read-only) leaves every method as the storage's error family (:func:`translated`,
+storage/errors.py); a statement's own error (a missing table, a constraint) stays SQLite's.
 
 One connection serves the whole process (aiosqlite runs it in its own thread, so the event
 loop never blocks on disk).  WAL journal, ``synchronous=NORMAL`` and a busy timeout let other
@@ -11,7 +13,7 @@ processes (``chartgen token create``) write while the daemon runs.  Statements a
 by a lock: :meth:`Database.transaction` holds it from ``BEGIN IMMEDIATE`` to ``COMMIT`` so a
 state change is all-or-nothing and never interleaves with another.  The one exception is a
 small alert firing, committed on the event loop's own thread through a second connection
-(``config/loop_writer.py`` says why); a second lock, held around every write of either
+(``storage/loop_writer.py`` says why); a second lock, held around every write of either
 connection, keeps the two writers apart.
 
 Durability is chosen per transaction.  With WAL and ``synchronous=NORMAL`` a commit is
@@ -32,9 +34,9 @@ too much to put on every write.
 
 The alert firing, the hottest of those, uses :meth:`Database.run_transaction_synced_later`
 instead: it commits with NORMAL and the WAL is fsynced afterwards on a thread of its own
-(``config/wal_sync.py``), one fsync for every commit waiting, while the connection already
+(``storage/wal_sync.py``), one fsync for every commit waiting, while the connection already
 runs the next transaction; the evaluator pushes the frames only when that flush is done.
-Checkpoints run on their own thread and connection too (``config/wal_checkpoint.py``), so no
+Checkpoints run on their own thread and connection too (``storage/wal_checkpoint.py``), so no
 commit copies the WAL into the database while the connection is held.
 
 The database files are private: :meth:`Database.open` creates the directory 0700 and the
@@ -47,18 +49,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 import structlog
 
-from config.loop_writer import Busy, LoopWriter
-from config.migrations import DatabaseError, Migrations, refuse_newer, statements
-from config.private_files import PRIVATE_FILE_MODE, secure_data_dir, secure_private_file, tighten_private
-from config.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
-from config.wal_sync import WalSync
+from config import PRIVATE_FILE_MODE, secure_data_dir, secure_private_file, tighten_private
+from storage.errors import DatabaseError, StorageBusy, StorageError, StorageUnavailable
+from storage.loop_writer import Busy, LoopWriter
+from storage.migrations import Migrations as Migrations  # re-exported: what a package ships
+from storage.migrations import refuse_newer, statements
+from storage.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
+from storage.wal_sync import WalSync
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +70,42 @@ SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 T = TypeVar("T")
+
+
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+_UNAVAILABLE = ("SQLITE_IOERR", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_CORRUPT", "SQLITE_NOTADB")
+DISK_ADVICE = "free disk space on the daemon's host (or fix its data directory) and retry"
+
+
+def storage_error(exc: sqlite3.DatabaseError) -> StorageError | None:
+    """The storage error SQLite's ``exc`` is, when the database (not the statement) failed; else None.
+
+    By SQLite's extended result name: busy or locked past the busy timeout → :class:`StorageBusy`;
+    I/O error, disk full, read-only, cannot open, corrupt → :class:`StorageUnavailable`.  A missing
+    table, a constraint or a syntax error stays what it is."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if name.startswith(_BUSY):
+        return StorageBusy(f"the daemon's database is locked by another process ({exc})")
+    if name.startswith(_UNAVAILABLE):
+        return StorageUnavailable(f"the daemon could not use its database ({exc})", advice=DISK_ADVICE)
+    return None
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """SQLite's failures of the database itself leave as the storage's error family (storage/errors.py)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        error = storage_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+async def _on_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on ``conn``'s own thread, in turn with its statements (aiosqlite has no public call for it)."""
+    return await conn._execute(fn, *args)  # type: ignore[no-untyped-call, no-any-return]  # aiosqlite's _execute is untyped
 
 
 class Database:
@@ -161,7 +201,7 @@ class Database:
                         await tx.execute(
                             "INSERT INTO schema_migrations (package, version) VALUES (?, ?)", (mig.package, version)
                         )
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, StorageBusy, StorageUnavailable) as exc:
                     raise DatabaseError(f"migration {mig.package} v{version} failed: {exc}") from exc
             versions[mig.package] = max([0, *done, *(v for v, _ in mig.steps)])
         return versions
@@ -174,18 +214,22 @@ class Database:
         power loss cannot undo it; use it when something leaves the process after the commit.
         """
         async with self._lock, self._write_lock:
-            if durable:
-                await self._conn.execute("PRAGMA synchronous = FULL")
+            with translated():
+                if durable:
+                    await self._conn.execute("PRAGMA synchronous = FULL")
             try:
-                await self._conn.execute("BEGIN IMMEDIATE")
+                with translated():
+                    await self._conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield self._conn
+                    with translated():
+                        yield self._conn
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):
                         await self._conn.execute("ROLLBACK")
                     raise
                 try:
-                    await self._conn.execute("COMMIT")
+                    with translated():
+                        await self._conn.execute("COMMIT")
                 except BaseException:
                     # a failed COMMIT (deferred constraint, I/O error) leaves the transaction open
                     with contextlib.suppress(sqlite3.Error):
@@ -194,7 +238,7 @@ class Database:
                 self._committed()
             finally:
                 if durable:
-                    await self._conn._execute(_restore_normal, self._conn._conn)
+                    await _on_thread(self._conn, _restore_normal, self._conn._conn)
 
     async def run_transaction(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = False) -> T:
         """Run ``fn(connection)`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` on the database thread, in one hop.
@@ -224,7 +268,8 @@ class Database:
                     _restore_normal(conn)
 
         async with self._lock, self._write_lock:
-            result = await self._conn._execute(in_transaction)
+            with translated():
+                result = await _on_thread(self._conn, in_transaction)
         self._committed()
         return result
 
@@ -266,7 +311,8 @@ class Database:
         writer = self.loop_writer
         if writer is not None:
             async with self._write_lock:
-                ran = writer.run(fn)
+                with translated():
+                    ran = writer.run(fn)
             if not isinstance(ran, Busy):
                 self._committed()
                 return ran
@@ -281,23 +327,26 @@ class Database:
     async def trace_statements(self, callback: Callable[[str], None] | None) -> None:
         """Call ``callback(sql)`` for every statement the connection runs, on its thread (tests, diagnostics)."""
         async with self._lock:
-            await self._conn._execute(self._conn._conn.set_trace_callback, callback)
+            await _on_thread(self._conn, self._conn._conn.set_trace_callback, callback)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         async with self._lock:
-            async with self._conn.execute(sql, params) as cur:
-                return list(await cur.fetchall())
+            with translated():
+                async with self._conn.execute(sql, params) as cur:
+                    return list(await cur.fetchall())
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
         async with self._lock:
-            async with self._conn.execute(sql, params) as cur:
-                return await cur.fetchone()
+            with translated():
+                async with self._conn.execute(sql, params) as cur:
+                    return await cur.fetchone()
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """One statement in its own implicit transaction; returns the number of rows changed."""
         async with self._lock, self._write_lock:
-            async with self._conn.execute(sql, params) as cur:
-                changed = cur.rowcount
+            with translated():
+                async with self._conn.execute(sql, params) as cur:
+                    changed = cur.rowcount
         self._committed()
         return changed
 

@@ -1,4 +1,4 @@
-"""Small firings commit on the event loop's thread through a second connection (config/loop_writer.py).
+"""Small firings commit on the event loop's thread through a second connection (storage/loop_writer.py).
 
 What must hold: the transaction is all-or-nothing as on the shared connection; it never waits
 on the loop for SQLite's write lock (another process writing → it hands the transaction to the
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from config.database import Database
-from config.loop_writer import BUSY
+from storage.loop_writer import BUSY
+from storage.sqlite import Database
 
 
 @pytest.fixture

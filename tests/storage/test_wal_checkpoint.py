@@ -9,8 +9,8 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from config.database import Database
-from config.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
+from storage.sqlite import Database
+from storage.wal_checkpoint import BACKSTOP_PAGES, WalCheckpointer
 
 
 async def _open(tmp_path: Path) -> Database:

@@ -14,7 +14,7 @@ import pytest
 
 from alerts.models import Alert, Firing, Subscription
 from alerts.store import AlertStore
-from config.database import Database
+from storage.sqlite import Database
 
 NORMAL, FULL = 1, 2
 
@@ -101,7 +101,7 @@ async def test_alert_firing_commits_with_full_and_the_other_alert_transactions_w
     """Firing: alert removed + notification + push frame queued, then the frame leaves — so FULL.
 
     Creating, cancelling, subscribing, draining and marking delivered stay NORMAL (design
-    in config/database.py: FULL only where something irreversible follows the commit).
+    in storage/sqlite.py: FULL only where something irreversible follows the commit).
     """
     store = AlertStore(db)
     trace: list[str] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from config.database import Database, DatabaseError, Migrations
+from storage.sqlite import Database, DatabaseError, Migrations
 
 WIDGETS = Migrations(
     "widgets",

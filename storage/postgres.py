@@ -1,7 +1,7 @@
 """The PostgreSQL storage (asyncpg): a connection pool, transactions and the versioned migrations.
 
 The cluster's state lives here (design.md §11); the single-process daemon keeps SQLite
-(``config/database.py``).  The migrations story is the same as SQLite's (config/migrations.py):
+(``storage/sqlite.py``).  The migrations story is the same as SQLite's (storage/migrations.py):
 each package ships its PostgreSQL steps, they are applied at start each once, and a database
 newer than the code is refused before anything changes.  Unlike SQLite's, all pending steps run
 in one transaction (PostgreSQL's DDL is transactional): a failing step leaves the database as it
@@ -35,7 +35,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import structlog
 
-from config.migrations import DatabaseError, Migrations, refuse_newer, statements
+from storage.errors import DatabaseError, StorageUnavailable
+from storage.migrations import Migrations, refuse_newer, statements
 
 log = structlog.get_logger(__name__)
 
@@ -209,10 +210,6 @@ class Listener:
             if conn is not None and not conn.is_closed():
                 with contextlib.suppress(*UNREACHABLE, asyncpg.PostgresError):
                     await conn.close(timeout=5)
-
-
-class StorageUnavailable(DatabaseError):
-    """PostgreSQL could not be reached for a write: nothing was recorded (the message says what)."""
 
 
 UNREACHABLE = (

@@ -1,4 +1,4 @@
-"""The PostgreSQL storage's migrations (config/postgres.py): the same story as SQLite's —
+"""The PostgreSQL storage's migrations (storage/postgres.py): the same story as SQLite's —
 steps applied once each, in order, also when several processes start at once; a database
 newer than the code refused before anything changes; a failing step named; an unreachable
 server named by its setting, without the password."""
@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from config.migrations import DatabaseError, Migrations
-from config.postgres import PostgresDatabase, redacted
+from storage.migrations import DatabaseError, Migrations
+from storage.postgres import PostgresDatabase, redacted
+
+pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 WIDGETS = Migrations(
     "widgets",

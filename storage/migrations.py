@@ -1,5 +1,5 @@
-"""Versioned schema steps, shared by both storages (SQLite ``config/database.py`` and PostgreSQL
-``config/postgres.py``): what a package's history looks like and the refusal of a database
+"""Versioned schema steps, shared by both storages (SQLite ``storage/sqlite.py`` and PostgreSQL
+``storage/postgres.py``): what a package's history looks like and the refusal of a database
 whose schema is newer than this code.
 
 Both storages keep the same story: every package owns its tables and ships its steps; steps are
@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from storage.errors import DatabaseError
+
 
 @dataclass(frozen=True, slots=True)
 class Migrations:
@@ -25,10 +27,6 @@ class Migrations:
         versions = [v for v, _ in self.steps]
         if versions != list(range(1, len(versions) + 1)):
             raise ValueError(f"{self.package}: migration versions must be 1, 2, 3, ... in order; got {versions}")
-
-
-class DatabaseError(RuntimeError):
-    """The database could not be opened or migrated (the message says which one and why)."""
 
 
 def refuse_newer(where: str, packages: Iterable[Migrations], applied: Mapping[str, set[int]]) -> None:

@@ -35,7 +35,11 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-_STOP = object()
+_Request = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+"""Who waits for the next flush: the waiter's loop and its future (resolved on that loop)."""
+
+_STOP = None
+"""Queued by :meth:`WalSync.close`: answer what is queued, then end the thread."""
 
 
 class WalSyncError(OSError):
@@ -58,7 +62,7 @@ class WalSync:
         self.wal_path = wal_path
         self.flushes = 0
         """Flushes done (each answered one or more requests)."""
-        self._requests: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._fd: int | None = None
         self._thread: threading.Thread | None = None
 
@@ -99,17 +103,17 @@ class WalSync:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch = [self._requests.get()]
+            queued = [self._requests.get()]
             with contextlib.suppress(queue.Empty):
                 while True:
-                    batch.append(self._requests.get_nowait())
-            if _STOP in batch:
+                    queued.append(self._requests.get_nowait())
+            if _STOP in queued:
                 stopping = True
-                batch = [b for b in batch if b is not _STOP]
+            batch = [b for b in queued if b is not _STOP]
             if not batch:
                 continue
             error = self._flush()
-            for loop, future in batch:  # type: ignore[misc]
+            for loop, future in batch:
                 with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting
                     loop.call_soon_threadsafe(_resolve, future, error)
         if self._fd is not None:
