@@ -113,7 +113,7 @@ class PgActionOutcomes:
     async def record(self, alert_id: str, outcome: dict[str, Any]) -> None:
         """Make ``outcome`` final (once: a second call changes nothing), update the queued poll
         notification and queue the push frame; PostgreSQL away → StorageUnavailable (retry later)."""
-        seqs = await self.store._retrying(
+        seqs = await self.store.retrying(
             lambda conn: self._record_tx(conn, alert_id, outcome), "action outcome not recorded"
         )
         if seqs and self.store.announce_push is not None:

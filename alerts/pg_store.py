@@ -80,7 +80,7 @@ class PgAlertStore:
         else called after each commit with every principal's new sequence numbers (bus = "nats")."""
         self.on_enqueued: Callable[[], None] | None = None
 
-    async def _retrying(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], refused: str) -> T:
+    async def retrying(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], refused: str) -> T:
         """Run ``fn`` in a transaction, again when PostgreSQL aborted it for a deadlock or serialization;
         PostgreSQL unreachable → :class:`StorageUnavailable` ``refused`` (the transaction did nothing)."""
         for attempt in range(_RETRIES):
@@ -100,7 +100,7 @@ class PgAlertStore:
             await conn.execute(_INSERT_ALERT, *alert_row(alert))
             await notify_set(conn, alert)
 
-        await self._retrying(insert, "alert not set")
+        await self.retrying(insert, "alert not set")
 
     async def insert_capped(self, alert: Alert, max_per_principal: int) -> bool:
         """Insert unless the owner already has ``max_per_principal`` active alerts.
@@ -117,7 +117,7 @@ class PgAlertStore:
             await notify_set(conn, alert)
             return True
 
-        return await self._retrying(insert, "alert not set")
+        return await self.retrying(insert, "alert not set")
 
     async def insert_many(self, alerts: Sequence[Alert]) -> None:
         """Bulk insert (benchmarks, imports): one COPY in one transaction."""
@@ -181,7 +181,7 @@ class PgAlertStore:
             await notify_gone(conn, alert)
             return alert
 
-        return await self._retrying(remove, f"alert {alert_id} not {outcome}")
+        return await self.retrying(remove, f"alert {alert_id} not {outcome}")
 
     async def expired(self, now: float) -> list[str]:
         rows = await self.db.fetch("SELECT id FROM alerts WHERE expires_at IS NOT NULL AND expires_at <= $1", now)
@@ -202,7 +202,7 @@ class PgAlertStore:
         what fired, in the order given.  Commits are durable when this returns (PostgreSQL's default)."""
         if not firings:
             return []
-        fired = await self._retrying(
+        fired = await self.retrying(
             lambda conn: self._fire_tx(conn, firings, plans or {}, commit_action),
             "firing not confirmed: fire again once PostgreSQL is back (an alert fires at most once)",
         )

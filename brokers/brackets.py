@@ -144,7 +144,7 @@ class Brackets:
         except BaseException:
             self.svc.release(entry.client_order_id)
             raise
-        self.svc._assets[entry.symbol] = (admitted.rules.base_asset, admitted.rules.quote_asset)
+        self.svc.note_assets(entry.symbol, admitted.rules.base_asset, admitted.rules.quote_asset)
         out = await self.svc.send_recorded(entry)
         row = await self.lists.store.get(plan.list_client_id)
         view: dict[str, Any] = {"list_id": plan.list_client_id, "kind": "OCO", "state": row and row.bracket_state}
@@ -177,7 +177,7 @@ class Brackets:
             await self._void(bracket, f"its entry ended {row.status} with nothing filled")
 
     async def _void(self, bracket: ListRow, why: str) -> None:
-        await self.lists.store.set_state(bracket.list_client_id, self.svc._clock(), status="VOID", bracket_state="void")
+        await self.lists.store.set_state(bracket.list_client_id, self.svc.now(), status="VOID", bracket_state="void")
         log.info("bracket_void", entry=bracket.entry_client_id, why=why)
 
     async def _request(self, bracket: ListRow) -> ListRequest | None:
@@ -205,7 +205,7 @@ class Brackets:
 
     async def _place(self, bracket: ListRow) -> None:
         retry_at = self._not_before.get(bracket.list_client_id)
-        if retry_at is not None and self.svc._clock() < retry_at:
+        if retry_at is not None and self.svc.now() < retry_at:
             return  # refused for the order rate: it stays waiting until Retry-After has passed
         try:
             req = await self._request(bracket)
@@ -216,7 +216,7 @@ class Brackets:
             await self._void(bracket, "its entry filled less than one LOT_SIZE step after fees")
             return
         try:
-            claimed = await self.lists.store.claim_bracket(self.svc.broker.name, req, self.svc._clock())
+            claimed = await self.lists.store.claim_bracket(self.svc.broker.name, req, self.svc.now())
         except OrderInputError as exc:  # trading halted: it stays waiting, reconciliation places it later
             log.warning("bracket_not_claimed", list_client_id=req.list_client_id, error=str(exc))
             return
@@ -234,26 +234,26 @@ class Brackets:
                 await self._rate_limited(req, exc)
                 return
             log.error("bracket_refused", list_client_id=req.list_client_id, error=str(exc))
-            await self.lists.store.set_state(req.list_client_id, self.svc._clock(), bracket_state="rejected")
-            await self.svc._write([f"{self.svc._stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}"])
+            await self.lists.store.set_state(req.list_client_id, self.svc.now(), bracket_state="rejected")
+            await self.svc.write_audit([f"{self.svc.stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}"])
             return
         except (BrokerError, OrderInputError) as exc:
             log.warning("bracket_send_failed", list_client_id=req.list_client_id, error=str(exc))
             return  # stays claimed: reconciliation looks it up by client id
         row = await self.lists.store.get(req.list_client_id)
         if row is not None and row.status != "PENDING":
-            await self.lists.store.set_state(req.list_client_id, self.svc._clock(), bracket_state="placed")
+            await self.lists.store.set_state(req.list_client_id, self.svc.now(), bracket_state="placed")
 
     async def _rate_limited(self, req: ListRequest, exc: RateLimitedError) -> None:
         """The send was refused for the order rate and the bracket is waiting again: not before Retry-After."""
-        retry_at = self.svc._clock() + exc.retry_after_s
+        retry_at = self.svc.now() + exc.retry_after_s
         self._not_before[req.list_client_id] = retry_at
         log.warning(
             "bracket_exit_rate_limited", list_client_id=req.list_client_id, retry_at=_iso(retry_at),
             retry_after_s=exc.retry_after_s, error=str(exc),
         )  # fmt: skip
-        await self.svc._write(
-            [f"{self.svc._stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}; retried after {_iso(retry_at)}"]
+        await self.svc.write_audit(
+            [f"{self.svc.stamp()} BRACKET REFUSED list={req.list_client_id}: {exc}; retried after {_iso(retry_at)}"]
         )
 
     async def reconcile(self) -> int:
@@ -264,7 +264,7 @@ class Brackets:
             if bracket.list_client_id in self.lists._in_flight:
                 continue
             if bracket.bracket_state == "waiting":
-                if self.svc._clock() < self._not_before.get(bracket.list_client_id, 0.0):
+                if self.svc.now() < self._not_before.get(bracket.list_client_id, 0.0):
                     continue  # refused for the order rate: not before Retry-After
                 entry = await self.svc.store.get(bracket.entry_client_id or "")
                 if entry is not None and entry.status in TERMINAL:
@@ -278,7 +278,7 @@ class Brackets:
                 continue
             if found is not None:
                 await self.lists.on_list_update(found)
-                await self.lists.store.set_state(bracket.list_client_id, self.svc._clock(), bracket_state="placed")
+                await self.lists.store.set_state(bracket.list_client_id, self.svc.now(), bracket_state="placed")
             else:
                 try:
                     req = await self._request(bracket)  # claimed: it was sized, so it sizes again

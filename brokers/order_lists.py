@@ -152,15 +152,15 @@ class OrderLists:
         (:meth:`ListStore.rearm_bracket`, while the list is still in flight here) and the error is raised
         for the caller to retry after ``retry_after_s``."""
         legs = legs_of(req)
-        await self.svc._write(
+        await self.svc.write_audit(
             [
-                f"{self.svc._stamp()} SUBMITTED {leg.side} {leg.symbol} {plain(leg.quantity or 0)} "
+                f"{self.svc.stamp()} SUBMITTED {leg.side} {leg.symbol} {plain(leg.quantity or 0)} "
                 f"{leg.type}@{plain(leg.price or leg.stop_price or 0)} id={leg.client_order_id} "
                 f"list={req.list_client_id} leg={role}"
                 for leg, role in legs
             ]
         )
-        now = self.svc._clock()
+        now = self.svc.now()
         self._in_flight.add(req.list_client_id)
         try:
             try:
@@ -187,7 +187,7 @@ class OrderLists:
     # --- exchange views -------------------------------------------------------------------
     async def on_list_update(self, lst: ExchangeList) -> None:
         """A list view from any source: record the list (learn it if unknown), apply its full leg reports."""
-        now = self.svc._clock()
+        now = self.svc.now()
         await self.store.learn(self.svc.broker.name, lst, now)
         for order in lst.orders:
             if order.status:  # id-only legs (listStatus events, GET orderList) carry no state
@@ -229,7 +229,7 @@ class OrderLists:
         that finished while the stream was away."""
         if not list_kinds(self.svc.broker):
             return {"lists_learned": 0, "lists_settled": 0}
-        now = self.svc._clock()
+        now = self.svc.now()
         open_ids: set[str] = set()
         learned = settled = 0
         for lst in await self.svc.broker.open_lists():  # type: ignore[attr-defined]

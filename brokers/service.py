@@ -110,7 +110,8 @@ class OrderService:
     def limits(self) -> SafetyLimits:
         return self.guard.limits
 
-    async def _write(self, lines: Sequence[str]) -> None:
+    async def write_audit(self, lines: Sequence[str]) -> None:
+        """Append ``lines`` to the audit log (trades.log) when the service has one."""
         if self._audit is not None and lines:
             await self._audit(lines)
 
@@ -118,7 +119,12 @@ class OrderService:
         """The service's clock (unix seconds)."""
         return self._clock()
 
-    def _stamp(self) -> str:
+    def note_assets(self, symbol: str, base: str, quote: str) -> None:
+        """Remember ``symbol``'s base and quote assets (positions read them; a bracket admits outside submit)."""
+        self._assets[symbol] = (base, quote)
+
+    def stamp(self) -> str:
+        """The service's clock as the audit log's UTC time stamp."""
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
 
     # --- tools ----------------------------------------------------------------------------
@@ -171,8 +177,8 @@ class OrderService:
         started = time.perf_counter() if started is None else started
         kind = "MARKET" if req.type == "MARKET" else f"{req.type}@{plain(req.price or req.stop_price or 0)}"
         qty_text = plain(req.quantity) if req.quantity is not None else f"quote:{plain(req.quote_quantity or 0)}"
-        await self._write(
-            [f"{self._stamp()} SUBMITTED {req.side} {req.symbol} {qty_text} {kind} id={req.client_order_id}"]
+        await self.write_audit(
+            [f"{self.stamp()} SUBMITTED {req.side} {req.symbol} {qty_text} {kind} id={req.client_order_id}"]
         )
         self._in_flight.add(req.client_order_id)
         try:
@@ -273,12 +279,12 @@ class OrderService:
         if row.status == "FILLED" and before != "FILLED":
             avg = row.avg_price
             lines.append(
-                f"{self._stamp()} FILLED {row.side} {row.symbol} {plain(row.executed_qty)} @ "
+                f"{self.stamp()} FILLED {row.side} {row.symbol} {plain(row.executed_qty)} @ "
                 f"{plain(avg) if avg is not None else '?'} id={row.client_order_id}"
             )
         elif row.status in ("CANCELED", "EXPIRED", "EXPIRED_IN_MATCH") and before != row.status:
-            lines.append(f"{self._stamp()} CANCELLED id={row.client_order_id}")
-        await self._write(lines)
+            lines.append(f"{self.stamp()} CANCELLED id={row.client_order_id}")
+        await self.write_audit(lines)
         await self.brackets.after_update(row, before)
         for listener in self.listeners:
             listener()

@@ -3,7 +3,8 @@
 Every spot market socket of python-binance 1.0.37 is opened on a manual-clock simulator
 (``STREAM_URL`` pointed at it) while a background task trades and moves the clock, and its
 first message is compared key by key, with each value's JSON type, to the payload example
-of web-socket-streams.md (read from the reference copy, not retyped here).  python-binance
+of Binance's web-socket-streams.md (kept verbatim in tests/brokers/data/binance_stream_examples.json,
+extracted from the document's payload blocks, not retyped).  python-binance
 has no socket for the rolling-window tickers or the average price: those go through
 ``multiplex_socket``.  Three of its sockets ask for names Binance no longer documents
 (``!ticker@arr``, ``!bookTicker``, ``!miniTicker@arr@1000ms``); the simulator refuses them as
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator, Callable
 from functools import cache
 from pathlib import Path
@@ -27,19 +27,17 @@ from binance import AsyncClient, BinanceSocketManager
 
 from brokers.simulator.app import RunningSimulator, start_simulator
 
-STREAMS_DOC = Path("/work/shared/reference/binance/web-socket-streams.md")
+EXAMPLES = Path(__file__).parent / "data" / "binance_stream_examples.json"
+"""Each section's payload example of Binance's web-socket-streams.md, by section title."""
 PACE_S = 0.02
 """Wall time between two market steps: paces the load generator; no test waits on it."""
 
 
 @cache
 def documented(section: str) -> Any:
-    """The JSON payload example under ``## <section>`` of web-socket-streams.md, comments removed."""
-    text = STREAMS_DOC.read_text()
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"\*\*Payload:?\*\*:?\s*```javascript\n(.*?)```", body, re.S)
-    assert block is not None, section
-    return json.loads(re.sub(r"//[^\n]*", "", block.group(1)))
+    """The JSON payload example under ``## <section>`` of web-socket-streams.md."""
+    examples: dict[str, Any] = json.loads(EXAMPLES.read_text())
+    return examples[section]
 
 
 def json_type(value: Any) -> str:
