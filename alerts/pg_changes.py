@@ -1,6 +1,6 @@
 """Alert changes announced on PostgreSQL's ``LISTEN``/``NOTIFY``, for the cluster's workers.
 
-A worker evaluates the alerts of the markets it owns (daemon/worker_runtime.py) and learns of
+A worker evaluates the alerts of the markets it owns (daemon/worker/runtime.py) and learns of
 alerts set or cancelled through any front from these notifications, sent inside the transaction
 that made the change (PostgreSQL delivers them at commit, never for a rolled-back one).  A firing
 sends none: the worker that fired already knows, and any other holder finds the alert gone when

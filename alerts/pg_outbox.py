@@ -4,7 +4,7 @@ for a cluster, where several workers fire and one process at a time delivers.
 - :func:`enqueue` writes a firing's rows (:func:`~alerts.outbox_store.outbox_rows`) inside
   :meth:`~alerts.pg_store.PgAlertStore.fire`'s transaction, so a notification is in the outbox
   exactly when its alert fired, and sends ``NOTIFY chartgen_outbox`` in it: PostgreSQL delivers
-  it at the commit, to whichever process delivers the channels (daemon/cluster_channels.py).
+  it at the commit, to whichever process delivers the channels (daemon/worker/channels.py).
 - :func:`set_action` writes an alert action's final outcome into the notification's undelivered
   rows, in the transaction that makes the outcome final (alerts/pg_actions.py).
 - :class:`PgOutboxStore` is the sender's :class:`~alerts.outbox_store.Outbox`: the head of a

@@ -22,7 +22,7 @@ changed nothing, and one whose commit's answer was lost is found done by the nex
 that fired is gone), so repeating the call once the server is back is always safe.
 
 Alert actions: :meth:`PgAlertStore.fire` runs an *async* ``commit_action`` (a cluster worker's
-records the order intent, daemon/cluster_actions.py) per fired action alert inside the firing
+records the order intent, daemon/parts/cluster_actions.py) per fired action alert inside the firing
 transaction; alerts/pg_actions.py says how, and when their push frames are queued.  Notification
 channels: the firing transaction writes the outbox rows (alerts/pg_outbox.py) of ``routing``.
 """

@@ -1,5 +1,5 @@
 """The alert evaluator of a cluster worker: the single-process evaluator plus what a market's
-hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
+hand-over needs (daemon/worker/runtime.py, daemon/worker/handover.py).
 
 - ``ticks_through``: per (symbol, interval) stream, the exchange time of the newest tick checked
   against every indexed touch alert with its firings committed — the worker's hand-over mark.
@@ -11,7 +11,7 @@ hand-over needs (daemon/worker_runtime.py, daemon/worker_handover.py).
 - :meth:`recent_prices`: the ticks evaluated in the last :data:`RECENT_S` seconds per symbol.  An
   alert set at a front reaches its worker by ``NOTIFY`` a few milliseconds after it was armed;
   ticks evaluated meanwhile did not see it.  The worker checks them when it indexes the alert
-  (daemon/worker_runtime.py) — in the same step, with no await between, so a tick is either in
+  (daemon/worker/runtime.py) — in the same step, with no await between, so a tick is either in
   this record or evaluated with the alert indexed.
 - ``pending``: firings PostgreSQL did not confirm because it could not be reached.  The
   single-process evaluator puts such alerts back into their books, to fire on a later price —

@@ -30,7 +30,6 @@ from typing import Any, cast
 import aiohttp
 
 from bench.agent_common import pct, print_machine, quiet_logs
-from brokers.simulator.app import start_simulator
 from engine.events import Tick
 from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
@@ -39,6 +38,7 @@ from engine.market_data.source import MarketData
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools.agent_calls import RESULT_CACHE
 from mcp_bridge.tools.context import Services
+from simulator import start_simulator
 
 SYMBOLS = [f"Q{i:02d}USDT" for i in range(50)]
 QUOTE_CALLS = 2000

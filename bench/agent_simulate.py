@@ -25,13 +25,12 @@ from typing import Any, cast
 import aiohttp
 
 from bench.agent_common import pct, print_machine, quiet_logs
-from brokers.guard import SafetyLimits
-from brokers.order_store import OrderStore
-from brokers.paper import PaperBroker
-from brokers.service import OrderService
-from brokers.simulator.app import start_simulator
+from brokers.orders.guard import SafetyLimits
+from brokers.orders.service import OrderService
+from brokers.orders.store import OrderStore
+from brokers.paper.broker import PaperBroker
 from daemon.database import ALL_MIGRATIONS
-from daemon.orders_runtime import EngineQuotes
+from daemon.parts.orders import EngineQuotes
 from engine.events import Tick
 from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
@@ -40,6 +39,7 @@ from engine.market_data.source import MarketData
 from engine.market_data.symbol_directory import SymbolDirectory
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools.context import Services
+from simulator import start_simulator
 from storage import Database
 
 SYMBOLS = [f"S{i:02d}USDT" for i in range(10)]

@@ -28,7 +28,7 @@ import aiohttp
 
 from alerts.actions import action_client_id
 from bench.sim_limits import lift_order_limits
-from brokers.simulator.app import start_simulator
+from simulator import start_simulator
 
 BASE = 70_000.0
 STEP = 10.0
@@ -41,7 +41,7 @@ def _pct(values: list[float], q: float) -> float:
 
 async def bench_trigger_to_exchange(n: int = 300, rate: float = 100.0, warmup: int = 10) -> dict[str, Any]:
     """``n`` crossings at ``rate``/s, each firing one market-buy action alert."""
-    from tests.support.daemon_proc import create_token, mcp_client, start_daemon
+    from testkit.daemon_proc import create_token, mcp_client, start_daemon
 
     total = n + warmup
     sim = await start_simulator(clock="manual", symbols=["BTCUSDT"], balances={"USDT": Decimal("1000000")})

@@ -35,31 +35,10 @@ from alerts.store import AlertStore
 from bench.alerts_push import bench_push_latency_and_set_alert, bench_tick_to_sse
 from engine.events import Tick
 from storage import Database
+from testkit.null_market import NullMarket
 
 SYMBOLS = 1000
 ALERTS = 1_000_000
-
-
-class NullMarket:
-    """The engine seen by the evaluator, without an engine (follow/unfollow are bookkeeping only)."""
-
-    def follow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        return None
-
-    def unfollow(self, symbol: str, interval: str, *, priority: bool = False) -> None:
-        return None
-
-    def register_indicator(self, symbol: str, interval: str, request: Any) -> Any:
-        return (request.definition.name, ())
-
-    def subscribe(self, kinds: Any = None, *, symbols: Any = None, maxsize: int | None = None) -> Any:
-        raise NotImplementedError
-
-    def last_price(self, symbol: str) -> float | None:
-        return None
-
-    def exchange_time_ms(self, symbol: str) -> int | None:
-        return None
 
 
 def _alerts(n: int, symbols: int, rng: random.Random, start: int = 0) -> list[Alert]:

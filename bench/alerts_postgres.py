@@ -2,7 +2,7 @@
 
     python -m bench.alerts_postgres [--alerts N] [--workers 1,2,3] [--batch 1,10,100]
 
-Starts Debian's PostgreSQL on loopback (tests/support/postgres.py: a private cluster in a temp
+Starts Debian's PostgreSQL on loopback (testkit/postgres.py: a private cluster in a temp
 directory, ``fsync=on`` and ``synchronous_commit=on`` — every commit on disk before it returns).
 For each (workers, batch) case a fresh database is migrated and ``N`` armed price alerts are
 inserted for 50 owners (half of them subscribed to push, so half the firings also queue an SSE
@@ -139,7 +139,7 @@ def run_case(server: Any, n: int, workers: int, batch: int, overlap: bool) -> di
 
 
 def run(n: int, workers: list[int], batches: list[int], overlap: bool) -> list[dict[str, Any]]:
-    from tests.support.postgres import postgres_server
+    from testkit.postgres import postgres_server
 
     rows = []
     with postgres_server() as server:

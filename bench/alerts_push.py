@@ -26,7 +26,7 @@ from engine.events import Tick
 
 async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000.0) -> dict[str, Any]:
     """Against the real daemon (--sim, manual clock): tick → SSE frame latency, and set_alert calls/s."""
-    from tests.support.daemon_proc import mcp_client, start_daemon
+    from testkit.daemon_proc import mcp_client, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(
@@ -159,8 +159,8 @@ async def bench_tick_to_sse(
     """
     from config import load_settings
     from daemon.http_server import serving
-    from daemon.modes import token_authenticator
-    from daemon.services import daemon_services
+    from daemon.parts.services import daemon_services
+    from daemon.single.modes import token_authenticator
     from mcp_bridge.http_app import build_http_app
     from mcp_bridge.server import build_server
 

@@ -32,7 +32,7 @@ from alerts.store import AlertStore
 from config import WebhookChannel
 from daemon.database import ALL_MIGRATIONS
 from storage import Database
-from tests.support.channel_receivers import Receiver
+from testkit.channel_receivers import Receiver
 
 FLOOD = 2_000
 BATCH = 50

@@ -3,7 +3,7 @@ is doubled.
 
     python -m bench.cluster_failover [--rounds 5] [--ttl 6] [--rate 20]
 
-Debian's PostgreSQL on loopback (tests/support/postgres.py, fsync on) and the exchange simulator
+Debian's PostgreSQL on loopback (testkit/postgres.py, fsync on) and the exchange simulator
 on the real clock (in this process) as the exchange.  Two order-leader processes
 (tests/cluster/order_leader_proc.py: a BinanceBroker to the simulator, recvWindow 5 s, and
 :func:`cluster.orders.run_leader` with the lease TTL given) stand as candidates; this process
@@ -85,8 +85,8 @@ async def _holder(db: PostgresDatabase) -> str | None:
 
 
 async def run(rounds: int, ttl_s: float, rate: float) -> list[dict[str, Any]]:
-    from brokers.simulator.app import start_simulator
-    from tests.support.postgres import postgres_server
+    from simulator import start_simulator
+    from testkit.postgres import postgres_server
 
     results: list[dict[str, Any]] = []
     with postgres_server() as server:

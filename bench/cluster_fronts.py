@@ -4,10 +4,10 @@ and their notifications on streams open at every front.
     python -m bench.cluster_fronts [--markets 600] [--workers 3] [--fronts 2] [--alerts 2000]
                                    [--crossings 100] [--hosts 3] [--concurrency 16] [--bus local|nats]
 
-Debian's PostgreSQL on loopback (tests/support/postgres.py, fsync on), the exchange simulator on the
+Debian's PostgreSQL on loopback (testkit/postgres.py, fsync on), the exchange simulator on the
 real clock (in this process) with ``--markets`` symbols × 1m, ``chartgen worker`` processes and
 ``chartgen --serve --cluster`` front processes (each a subprocess; everything shares the cores).
-``--bus nats`` also starts Debian's nats-server on loopback (tests/support/nats.py, JetStream on
+``--bus nats`` also starts Debian's nats-server on loopback (testkit/nats.py, JetStream on
 file storage) and runs the roles with ``bus = "nats"``: fired notifications are announced to the
 fronts over NATS instead of PostgreSQL's ``NOTIFY``.
 The first principal (a cluster token made in PostgreSQL) subscribes to push at one front and opens
@@ -83,15 +83,15 @@ async def _indexed(http: aiohttp.ClientSession, urls: list[str]) -> int:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from brokers.simulator.app import start_simulator
-    from daemon.cluster_command import CLUSTER_MIGRATIONS
+    from daemon.commands.cluster import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
+    from simulator import start_simulator
     from storage import PostgresDatabase
-    from tests.support.daemon_proc import DaemonProc, start_fronts
-    from tests.support.nats import running_nats
-    from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, until, window_problems
+    from testkit.daemon_proc import DaemonProc, start_fronts
+    from testkit.nats import running_nats
+    from testkit.postgres import postgres_server
+    from testkit.workers import Workers, until, window_problems
 
     _nats_stack = contextlib.AsyncExitStack()
 

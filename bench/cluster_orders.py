@@ -4,7 +4,7 @@
     python -m bench.cluster_orders [--rounds 5] [--orders 100] [--kill-after 30] [--fronts 2]
                                    [--leaders 2] [--concurrency 10]
 
-Debian's PostgreSQL on loopback (tests/support/postgres.py, fsync on), the exchange simulator on
+Debian's PostgreSQL on loopback (testkit/postgres.py, fsync on), the exchange simulator on
 the real clock (in this process; it refuses signed requests older than their recvWindow, 5 s),
 ``--fronts`` front processes and ``--leaders`` leader processes (lease TTL 6 s: the defaults).
 Every order is a MARKET buy of about 10 USDT of BTCUSDT with our client order id, sent as a
@@ -58,18 +58,17 @@ async def _place(http: aiohttp.ClientSession, url: str, token: str, cid: str, qt
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from brokers.simulator.accounts import FEE
-    from brokers.simulator.app import start_simulator
     from cluster.orders import lease_name
-    from daemon.cluster_command import CLUSTER_MIGRATIONS
+    from daemon.commands.cluster import CLUSTER_MIGRATIONS
     from mcp_bridge.pg_tokens import PgTokenStore
     from mcp_bridge.scopes import ALL_SCOPES
+    from simulator import FEE, start_simulator
     from storage import PostgresDatabase
-    from tests.support.daemon_proc import DaemonProc, start_fronts
-    from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
-    from tests.support.postgres import postgres_server
-    from tests.support.secret_scan import daemon_log_file
-    from tests.support.workers import pid_of, until
+    from testkit.daemon_proc import DaemonProc, start_fronts
+    from testkit.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
+    from testkit.postgres import postgres_server
+    from testkit.secret_scan import daemon_log_file
+    from testkit.workers import pid_of, until
 
     lease = lease_name("main")
     budget = Decimal(20) * args.orders * (args.rounds + 1) + 1000

@@ -4,14 +4,14 @@ a fixed number of markets per worker.
     python -m bench.cluster_storm [--per-worker 1000] [--workers 1,2,3] [--window-bars 1000]
                                   [--storms 2] [--hosts 20]
 
-Debian's PostgreSQL and nats-server on loopback (tests/support), the exchange simulator on a manual
+Debian's PostgreSQL and nats-server on loopback (testkit), the exchange simulator on a manual
 clock in this process with ``--per-worker`` × N symbols × 1m, and N ``chartgen worker`` processes
-(tests/support/workers.py) with ``bus = "nats"`` and the default indicators (cipher_b, macd, rsi)
+(testkit/workers.py) with ``bus = "nats"`` and the default indicators (cipher_b, macd, rsi)
 over ``--window-bars`` bars.  For each N: start the workers, nudge the clock (0.1 s steps, inside
 the minute) until every market was taken by its rendezvous owner and evaluated (its hand-over mark
 written), then ``--storms`` times advance the clock to the next minute: every market's bar closes
 at once.  Each worker publishes every closed bar and, once it recomputed that window's indicators,
-its indicator update on NATS (daemon/market_bus.py), both stamped with the worker's clock
+its indicator update on NATS (daemon/parts/market_bus.py), both stamped with the worker's clock
 (``published_ms``; one host, one clock).  This process subscribes to ``chartgen.market.>`` and,
 per storm, reports:
 
@@ -112,11 +112,11 @@ def _settled(
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import nats
 
-    from brokers.simulator.app import start_simulator
-    from daemon.cluster_command import CLUSTER_MIGRATIONS
-    from tests.support.nats import running_nats
-    from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, until
+    from daemon.commands.cluster import CLUSTER_MIGRATIONS
+    from simulator import start_simulator
+    from testkit.nats import running_nats
+    from testkit.postgres import postgres_server
+    from testkit.workers import Workers, until
 
     results: list[dict[str, Any]] = []
     weight = 6000 * args.hosts

@@ -4,10 +4,10 @@ given number of markets per worker.
     python -m bench.cluster_workers [--markets 150] [--workers 1,2,3] [--rounds 5] [--alerts 2000]
                                     [--heartbeat 1] [--liveness 4] [--lag-window 65]
 
-Debian's PostgreSQL on loopback (tests/support/postgres.py, fsync on), the exchange simulator on the
+Debian's PostgreSQL on loopback (testkit/postgres.py, fsync on), the exchange simulator on the
 real clock (in this process) with ``--markets`` symbols × 1m, ``--alerts`` armed price alerts spread
 over them (10-20 % away: armed, indexed, handed over, not fired), and ``chartgen worker`` processes
-(tests/support/workers.py).  For each worker count:
+(testkit/workers.py).  For each worker count:
 
 - **all live**: from starting the workers until every market's hand-over mark was written by its
   rendezvous owner (warm-up from REST, alerts indexed, first tick evaluated);
@@ -126,10 +126,10 @@ async def _lags(db: PostgresDatabase, markets: list[str], window_s: float) -> li
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from alerts.models import Alert
     from alerts.pg_store import PgAlertStore
-    from brokers.simulator.app import start_simulator
-    from daemon.cluster_command import CLUSTER_MIGRATIONS
-    from tests.support.postgres import postgres_server
-    from tests.support.workers import Workers, until, window_problems
+    from daemon.commands.cluster import CLUSTER_MIGRATIONS
+    from simulator import start_simulator
+    from testkit.postgres import postgres_server
+    from testkit.workers import Workers, until, window_problems
 
     symbols = [f"B{n:03d}USDT" for n in range(args.markets)]
     rng = random.Random(11)

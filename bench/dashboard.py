@@ -24,9 +24,9 @@ from typing import Any
 
 import aiohttp
 
-from tests.dashboard.test_dashboard_browser import Page, browser, sign_in
-from tests.support.daemon_proc import start_daemon
-from tests.support.oauth import set_passphrase
+from testkit.browser import Page, browser, sign_in
+from testkit.daemon_proc import start_daemon
+from testkit.oauth import set_passphrase
 
 SYMBOLS = ("BTCUSDT", "ETHUSDT", "SOLUSDT", "BNBUSDT", "XRPUSDT", "ADAUSDT", "DOGEUSDT", "LTCUSDT", "DOTUSDT",
            "LINKUSDT")  # fmt: skip

@@ -2,7 +2,7 @@
 
     python -m bench.halt_check
 
-Admits N order intents through :func:`brokers.order_admission.admit_in` in a
+Admits N order intents through :func:`brokers.orders.admission.admit_in` in a
 ``run_transaction`` each (the guard's path, one database hop per order), on a WAL database file
 in a temp dir, the daily limit off (its sum would dominate and grow with every order), with and without the halt check
 (the check replaced by a no-op for the baseline), both ``durable=False`` (CPU + SQLite only)
@@ -18,11 +18,11 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-import brokers.order_admission as admission
+import brokers.orders.admission as admission
 from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
 from brokers.halt import check_not_halted
 from brokers.models import OrderRequest
-from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
+from brokers.orders.store import MIGRATIONS as ORDER_MIGRATIONS
 from storage import Database
 
 N = 1000

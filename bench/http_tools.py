@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from daemon.database import ALL_MIGRATIONS
-from daemon.modes import token_authenticator
+from daemon.single.modes import token_authenticator
 from mcp_bridge.tokens import TokenStore
 from storage import Database
 
@@ -36,7 +36,7 @@ async def bench_get_indicators(
     clients: int = CLIENTS, per_client: int = CALLS_PER_CLIENT, *, proxied: bool = True
 ) -> dict[str, float]:
     """``proxied``: as behind the documented nginx (trusted proxy, ``X-Forwarded-For``); else direct clients."""
-    from tests.support.daemon_proc import start_daemon
+    from testkit.daemon_proc import start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(

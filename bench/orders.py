@@ -32,17 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.sim_limits import lift_order_limits
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.filters import SymbolRules
 from brokers.models import ExchangeOrder, OrderRequest
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
 from daemon.logging import configure_logging
 from daemon.trades_log import TradesLog
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, start_simulator
 from storage import Database
 
 RULES = {
@@ -148,7 +147,7 @@ async def bench_http_binance(n: int = 200, warmup: int = 10) -> dict[str, Any]:
     session-less JSON-RPC on one keep-alive connection (chartgen's clients), then the official SDK client."""
     import aiohttp
 
-    from tests.support.daemon_proc import mcp_client, start_daemon
+    from testkit.daemon_proc import mcp_client, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(

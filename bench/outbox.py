@@ -31,7 +31,7 @@ from bench.alerts_push import bench_tick_to_sse
 from config import WebhookChannel
 from daemon.database import ALL_MIGRATIONS
 from storage import Database
-from tests.support.channel_receivers import Receiver
+from testkit.channel_receivers import Receiver
 
 
 async def bench_delivery(n: int = 10_000) -> dict[str, float]:
@@ -70,7 +70,7 @@ async def bench_delivery(n: int = 10_000) -> dict[str, float]:
 
 _RECEIVER = """
 import asyncio, sys, time
-from tests.support.channel_receivers import Receiver
+from testkit.channel_receivers import Receiver
 async def main():
     r = await Receiver("webhook", clock=time.time).start()
     print(r.url, flush=True)

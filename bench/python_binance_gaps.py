@@ -3,12 +3,12 @@
     python -m bench.python_binance_gaps
 
 Decides two "use the library or keep ours" questions (issue 12 §5); the module docstrings of
-brokers/binance_user_stream.py and engine/market_data/binance_rest.py quote its output.
+brokers/binance/user_stream.py and engine/market_data/binance_rest.py quote its output.
 
 User data stream (``userDataStream.subscribe.signature`` over the WS-API), three drops of
 every WS-API connection (the simulator's ``drop_all``), one limit order placed after each:
 
-- **ours**: :class:`brokers.binance_user_stream.UserStream` under a restart loop (what the
+- **ours**: :class:`brokers.binance.user_stream.UserStream` under a restart loop (what the
   daemon's supervisor does): seconds from the drop to the next subscription, and the
   execution reports of the order placed after it;
 - **python-binance, as shipped**: ``BinanceSocketManager.user_socket()``; after the drop its
@@ -43,13 +43,11 @@ from binance.exceptions import BinanceAPIException
 from binance.ws.constants import WSListenerState
 from binance.ws.websocket_api import WebsocketAPI
 
-from brokers.binance_user_stream import UserStream, UserStreamEnded
+from brokers.binance.user_stream import UserStream, UserStreamEnded
 from brokers.models import ExchangeOrder
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from brokers.simulator.faults import HttpErrorFault
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, HttpErrorFault, RunningSimulator, start_simulator
 
 DROPS = 3
 EVENT_WAIT_S = 3.0

@@ -151,7 +151,7 @@ class ClientB:
 
 
 async def bench_render_flood(workers: int, flood: int = FLOOD, b_charts: int = B_CHARTS) -> dict[str, Any]:
-    from tests.support.daemon_proc import create_token, start_daemon
+    from testkit.daemon_proc import create_token, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)

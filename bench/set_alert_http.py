@@ -30,7 +30,7 @@ def _pct(sorted_values: list[float], q: float) -> float:
 
 async def bench_set_alert(calls: int = 2000, warmup: int = 100) -> dict[str, dict[str, float]]:
     """Calls/s and latency p50/p99 (ms) of ``set_alert`` on 1 connection and on 8 connections."""
-    from tests.support.daemon_proc import start_daemon
+    from testkit.daemon_proc import start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(

@@ -32,8 +32,7 @@ import orjson
 
 from bench.agent_common import print_machine
 from bench.sim_klines import symbols
-from brokers.simulator.app import start_simulator
-from brokers.simulator.market import INTERVAL_MS, open_time_of
+from simulator import INTERVAL_MS, open_time_of, start_simulator
 
 DEADLINE_S = 300.0
 

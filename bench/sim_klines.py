@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from bench.agent_common import print_machine
-from brokers.simulator.app import start_simulator
+from simulator import start_simulator
 
 
 def symbols(n: int) -> list[str]:

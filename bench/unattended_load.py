@@ -154,7 +154,7 @@ async def _never() -> None:
 
 
 async def _start_time(data_dir: Path) -> float:
-    from tests.support.daemon_proc import start_daemon
+    from testkit.daemon_proc import start_daemon
 
     t0 = time.perf_counter()
     daemon = await start_daemon(ARGS, data_dir=data_dir, timeout_s=120)

@@ -14,7 +14,7 @@ The ``trading_halt`` table (migrations package ``brokers.halt``) holds a single 
   request without a row (made before migration 2) cancels everyone's, as it did then.
 
 :func:`check_not_halted` runs inside the order-admission transaction
-(:func:`brokers.order_admission.admit_in`), so every order path — tools, alert actions,
+(:func:`brokers.orders.admission.admit_in`), so every order path — tools, alert actions,
 schedules, brackets, OCO legs — reads the flag from the database in the same transaction that
 records the intent, and a halt set by another process (``chartgen trading halt``) applies to the
 very next order.  The functions ending in ``_in`` take the caller's sqlite3 connection inside a
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brokers.halt_authority import HaltAuthority, HaltRefused
-from brokers.order_args import OrderInputError
+from brokers.orders.args import OrderInputError
 from storage import Database, Migrations
 
 HALTED_MESSAGE = "trading is halted by the operator"

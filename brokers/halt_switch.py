@@ -37,8 +37,8 @@ import structlog
 from brokers.halt import HaltState, HaltStore, held_note
 from brokers.halt_authority import HaltAuthority, HaltRefused
 from brokers.models import BrokerError, ExchangeList, ExchangeOrder
+from brokers.orders.service import OrderService
 from brokers.protocol import Broker
-from brokers.service import OrderService
 
 log = structlog.get_logger(__name__)
 

@@ -26,7 +26,7 @@ import structlog
 
 from brokers.filters import SymbolRules
 from brokers.models import Balance, BrokerError
-from brokers.service import OrderService
+from brokers.orders.service import OrderService
 from engine.market_data.errors import MarketDataError
 
 log = structlog.get_logger(__name__)

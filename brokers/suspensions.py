@@ -14,11 +14,11 @@ Two tables of the daemon's database (migrations package ``brokers.suspensions``)
   removal of its alerts' actions.  A new OAuth grant for the same client clears its row.
 
 :func:`check_principal_in` runs inside every order-admission transaction that also checks the halt
-switch (:func:`brokers.order_admission.admit_in`, :func:`brokers.list_store.admit_list_in` /
+switch (:func:`brokers.orders.admission.admit_in`, :func:`brokers.orders.list_store.admit_list_in` /
 ``admit_bracket_in``, the guard's dry run), so no order path — tool, schedule, alert action, order
 list, bracket entry — admits an order for a suspended or revoked principal, whichever process
 wrote the row (fail closed: a database error refuses the order).  The one exemption is the exit
-OCO of a bracket whose entry has already filled (:func:`brokers.list_store.claim_bracket_in`): it
+OCO of a bracket whose entry has already filled (:func:`brokers.orders.list_store.claim_bracket_in`): it
 only reduces a position the principal holds, and refusing it would leave that position unprotected.
 
 ``cancel_open`` (:func:`cancel_principal_open`) cancels a principal's open orders and order lists
@@ -47,8 +47,8 @@ from typing import Any, Protocol, runtime_checkable
 import structlog
 
 from brokers.models import OPEN, Actor, BrokerError
-from brokers.order_args import OrderInputError
-from brokers.order_checks import LimitExceeded
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import LimitExceeded
 from storage import Database, Migrations
 
 log = structlog.get_logger(__name__)
@@ -285,7 +285,7 @@ def _protective(entry_client_id: str | None, kind: str | None, leg: str | None, 
 
 async def cancel_principal_open(service: Any, principal: str) -> dict[str, Any]:
     """Cancel ``principal``'s open orders and order lists through ``service`` (an
-    :class:`~brokers.service.OrderService`), leaving protective exits (see the module docstring)."""
+    :class:`~brokers.orders.service.OrderService`), leaving protective exits (see the module docstring)."""
     started = time.perf_counter()
     rows = await service.store.db.fetchall(OPEN_OF_OWNER_SQL, (service.broker.name, principal, *sorted(OPEN)))
     admin = Actor(None, admin=True)

@@ -5,7 +5,7 @@ Nothing here sends an order or records one.  For each leg, in order:
 1. a symbol the venue does not list is refused: a stock (the quote source knows it) answers
    MARKET_CLOSED while its session is closed, else INVALID_SYMBOL (the daemon's brokers trade
    exchange pairs only); any other unknown name answers INVALID_SYMBOL;
-2. the order guard's dry run (:meth:`brokers.guard.OrderGuard.evaluate`): the same checks a real
+2. the order guard's dry run (:meth:`brokers.orders.guard.OrderGuard.evaluate`): the same checks a real
    order passes — allowed symbols, listing, exchange filters, a reference price (fail closed),
    the per-order limit, the halt switch and the daily limit, counting the earlier accepted legs
    of this simulation on top of today's traded value;
@@ -22,7 +22,7 @@ closes of each valued asset over the look-back, fetched through the market data 
 A simulation reads the account through :class:`SimulatedAccount`: a single node's order service
 (:class:`ServiceAccount`: its broker and its guard), or a cluster front's mirror of the account with
 the order leader's guard rails (cluster/front_desk.py).  Real legs (trade_execute) are
-brokers/trade_legs.py.
+brokers/orders/trade_legs.py.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ import structlog
 
 from brokers.commission import DEFAULT_RATES, FeeRates
 from brokers.filters import SymbolRules
-from brokers.guard import LimitExceeded, OrderRefused
 from brokers.halt import TradingHalted
 from brokers.models import Balance, BrokerError, OrderRejected, OrderRequest, RateLimitedError
-from brokers.order_args import OrderInputError
-from brokers.order_checks import Admitted
-from brokers.order_lists import check_order_type
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import Admitted
+from brokers.orders.guard import LimitExceeded, OrderRefused
+from brokers.orders.lists import check_order_type
+from brokers.orders.service import OrderService
 from brokers.portfolio_view import Holdings, PortfolioView, Pricer, iso, pair_of, value
 from brokers.risk_metrics import RiskMetrics, align_closes, risk_metrics, value_series
-from brokers.service import OrderService
 from engine.market_data.errors import MarketDataError
 from engine.market_data.source import MarketData, is_crypto
 

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 
 from brokers.models import Fill
-from brokers.order_store import fill_of
+from brokers.orders.store import fill_of
 from brokers.positions import positions_from_fills
 from brokers.protocol import Broker
 from storage import PostgresDatabase

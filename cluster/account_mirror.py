@@ -28,11 +28,11 @@ from typing import Any
 import orjson
 import structlog
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.commission import FeeRates, rates_json, rates_of
 from brokers.models import OPEN, Actor, Balance, ExchangeOrder
-from brokers.order_args import OrderInputError
-from brokers.order_checks import OrderRefused, SafetyLimits
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import OrderRefused, SafetyLimits
 from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
 from cluster.intent_listing import intent_listing
 from cluster.list_intents import leg_listings, refresh_lists
@@ -303,7 +303,7 @@ def guard_of(text: str) -> SafetyLimits:
 
 
 def _listing(r: Any) -> dict[str, Any]:
-    """One get_orders entry from an intent: the single node's listing (brokers/order_views.py) of
+    """One get_orders entry from an intent: the single node's listing (brokers/orders/views.py) of
     the order as the mirror last saw it."""
     req = REQUEST_JSON.validate_json(r["request"])
     body: dict[str, Any] = orjson.loads(r["answer"]) if r["answer"] else {}

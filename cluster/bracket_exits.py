@@ -1,10 +1,10 @@
 """Brackets on entries that are not one OTOCO list (a market entry) in a cluster: the exit OCO the
-order leader places once the entry has filled — the single node's procedure (brokers/brackets.py)
+order leader places once the entry has filled — the single node's procedure (brokers/orders/brackets.py)
 on PostgreSQL, with the cluster's once-only sending (cluster/orders.py, cluster/list_intents.py).
 
 1. **Recorded together** (:func:`submit_bracket`, a front): the entry's order intent (``queued``) and
    the exit's order-list intent (``waiting``, ``entry_client_order_id`` naming the entry) in one
-   transaction.  The exit's list and leg ids derive from the entry's id (brokers/brackets.py
+   transaction.  The exit's list and leg ids derive from the entry's id (brokers/orders/brackets.py
    ``bracket_ids``), so they cannot be taken by anything else.
 2. **Admitted together**: the leader claims the entry as any order and checks it and both exit
    legs at one reference price (cluster/leader_admission.py ``check_bracket``), counting the entry
@@ -12,7 +12,7 @@ on PostgreSQL, with the cluster's once-only sending (cluster/orders.py, cluster/
    never counted again.
 3. **Released** (:func:`release_due`, every leader round): an exit whose entry is done with something
    filled — FILLED, or CANCELED / EXPIRED after a partial fill, from the order's answer, a settlement or
-   the account mirror — is sized to what the entry acquired (brokers/brackets.py ``exit_quantity``, the
+   the account mirror — is sized to what the entry acquired (brokers/orders/brackets.py ``exit_quantity``, the
    single node's rule: its executed quantity less a commission taken in the base asset, from the answer's
    fills or the trades the account mirror stored, at most the planned quantity, rounded down to the
    LOT_SIZE step) and claimed in one transaction fenced by
@@ -51,8 +51,8 @@ import asyncpg
 import orjson
 import structlog
 
-from brokers.brackets import exit_quantity
 from brokers.models import TERMINAL, BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
+from brokers.orders.brackets import exit_quantity
 from brokers.trade_simulation import refusal_code
 from cluster import list_intents
 from cluster.halt import ClusterHalted, check_not_halted_in, read_in
@@ -224,7 +224,7 @@ async def _sized(
                 leader.account,
                 req.symbol,
                 [entry.client_order_id, entry.exchange_order_id or entry.client_order_id],
-            )  # myTrades names the exchange's order id (brokers/binance_broker.py trades)
+            )  # myTrades names the exchange's order id (brokers/binance/broker.py trades)
         ]
     if rules is None or sum((q for q, _, _ in fills), Decimal(0)) < entry.executed_qty:
         return None  # the mirror stores the entry's trades within one refresh

@@ -6,7 +6,7 @@ The one command today is a change of the markets the operator has the cluster fo
 first — ``cluster_followed`` stays the record — and then :func:`send_command` publishes a
 :class:`Command` on ``chartgen.cmd.<name>`` (``follow`` or ``unfollow``) of the
 ``CHARTGEN_COMMANDS`` stream (cluster/bus_streams.py).  Every worker reads every command on a
-:class:`CommandSubscription` and runs its heartbeat at once (daemon/worker_commands.py): the owner
+:class:`CommandSubscription` and runs its heartbeat at once (daemon/worker/bus_commands.py): the owner
 of a newly followed market takes it now instead of at its next heartbeat, and an unfollowed market
 is dropped now.
 

@@ -1,7 +1,7 @@
 """Prices from the workers' ticks on NATS, for a cluster front (``bus = "nats"``).
 
 Each worker publishes, once a second, the price of every market it follows whose price moved
-(daemon/market_bus.py), as a :class:`TickMessage` on ``chartgen.market.tick.<symbol>._``.  A front
+(daemon/parts/market_bus.py), as a :class:`TickMessage` on ``chartgen.market.tick.<symbol>._``.  A front
 holds no engine; without these it asks Binance's REST API for every quote (``GET
 /api/v3/ticker/24hr``, refetched after 2 s per symbol), and every front behind the load balancer
 spends its own IP's request weight doing so.  :class:`BusPrices` subscribes to the ticks and answers

@@ -34,7 +34,7 @@ import orjson
 import structlog
 
 from brokers.models import OPEN, Actor, BrokerError, ExchangeList, ExchangeOrder, OrderRejected, state_name
-from brokers.order_args import OrderInputError
+from brokers.orders.args import OrderInputError
 from brokers.protocol import Broker
 from cluster import bracket_exits, list_intents
 from cluster.lease import Lease

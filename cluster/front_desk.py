@@ -11,10 +11,10 @@ agent tools it provides what a single node's order service does:
   node's Binance broker does; Binance's default 0.1 % while the mirror has none), and the guard's
   dry run with **the order leader's** guard rails, which the leader publishes with each mirror
   refresh — not the front's own settings, which need not match the leader's: steps 1-6
-  (brokers/order_checks.py, the single node's messages) at the ticker price, then the halt switch
+  (brokers/orders/checks.py, the single node's messages) at the ticker price, then the halt switch
   and the daily limit counted as the leader counts them (cluster/leader_admission.py ``USED_SQL``).
   Anything that cannot be read refuses the leg (fail closed), as the leader would.
-- :class:`FrontLegs` (:class:`brokers.trade_legs.LegDesk`): each leg goes through
+- :class:`FrontLegs` (:class:`brokers.orders.trade_legs.LegDesk`): each leg goes through
   :meth:`cluster.front_orders.FrontOrders.place_parsed` — recorded as an intent under its client
   order id, admitted and sent by the leader, once; a retried call with the same ``tool_call_id``
   finds its intents and reports them as they stand (``replayed``).  The leg's outcome is the
@@ -31,15 +31,15 @@ from typing import Any, cast
 
 import structlog
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.commission import DEFAULT_RATES, FeeRates
 from brokers.filters import SymbolRules
 from brokers.halt import TradingHalted
 from brokers.models import Balance, BrokerError, Fill, OrderRequest
-from brokers.order_checks import Admitted, OrderChecks, OrderRefused, daily_limit_refusal
-from brokers.order_lists import check_order_type
+from brokers.orders.checks import Admitted, OrderChecks, OrderRefused, daily_limit_refusal
+from brokers.orders.lists import check_order_type
+from brokers.orders.trade_legs import Outcome, Placed, quote_fees, standing
 from brokers.public_venue import PublicVenue
-from brokers.trade_legs import Outcome, Placed, quote_fees, standing
 from brokers.trade_simulation import Code
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders

@@ -1,7 +1,7 @@
 """``place_order`` at a cluster front: record the intent, wait for the order leader's answer.
 
 A front holds no exchange keys and judges no order: it parses the arguments at the tool edge
-(brokers/order_args.py, the single node's checks and messages), records the intent in PostgreSQL
+(brokers/orders/args.py, the single node's checks and messages), records the intent in PostgreSQL
 (cluster/orders.py; a used client order id is refused there), and waits for the answer of the
 account's order leader, which applies the guard rails and the halt switch and sends it
 (cluster/order_leader.py, cluster/leader_admission.py).  The answer has the single node's shape.
@@ -29,13 +29,13 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from brokers.binance_broker import BinanceBroker
-from brokers.brackets import exit_request
+from brokers.binance.broker import BinanceBroker
 from brokers.models import Actor, OrderRejected, OrderRequest, state_name
-from brokers.order_args import OrderInputError
-from brokers.order_checks import OrderRefused
-from brokers.order_lists import check_order_type, new_oco
-from brokers.service import UNATTENDED_PREFIX
+from brokers.orders.args import OrderInputError
+from brokers.orders.brackets import exit_request
+from brokers.orders.checks import OrderRefused
+from brokers.orders.lists import check_order_type, new_oco
+from brokers.orders.service import UNATTENDED_PREFIX
 from cluster import bracket_exits, list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents

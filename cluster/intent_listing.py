@@ -1,15 +1,15 @@
 """One get_orders entry at a cluster front: an order (or an order list's leg) as recorded in its
-intent and last seen by the leader's mirror, in the single node's listing (brokers/order_views.py)."""
+intent and last seen by the leader's mirror, in the single node's listing (brokers/orders/views.py)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.models import OPEN, ExchangeOrder, OrderRequest
-from brokers.order_store import OrderRow
-from brokers.order_views import order_listing
+from brokers.orders.store import OrderRow
+from brokers.orders.views import order_listing
 
 
 def intent_listing(

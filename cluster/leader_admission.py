@@ -3,7 +3,7 @@
 A cluster front records an order intent without judging it; the account's order leader — the one
 process that sends for the account — admits each intent it claimed, immediately before signing it:
 
-1. steps 1-6 of the single node's guard (:class:`brokers.order_checks.OrderChecks`: allow-list,
+1. steps 1-6 of the single node's guard (:class:`brokers.orders.checks.OrderChecks`: allow-list,
    listing, filters, a reference price from the venue's ticker, the per-order limit), with the
    single node's messages;
 2. then, in one transaction fenced by the leader's lease: the halt switch (cluster/halt.py, read
@@ -36,10 +36,10 @@ from typing import Any
 import asyncpg
 
 from brokers.halt_switch import EVERYONE, CancelOutcome, Scope, cancel_open
-from brokers.list_store import legs_of
 from brokers.models import BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
-from brokers.order_args import OrderInputError
-from brokers.order_checks import OrderChecks, daily_limit_refusal
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import OrderChecks, daily_limit_refusal
+from brokers.orders.list_store import legs_of
 from brokers.pg_suspensions import check_principal_in
 from brokers.protocol import Broker
 from brokers.suspensions import PrincipalStopped
@@ -71,7 +71,7 @@ async def check(checks: OrderChecks, req: OrderRequest) -> Decimal:
 async def check_list(checks: OrderChecks, req: ListRequest) -> Decimal:
     """Steps 1-6 on every leg of an order list (one reference price); the value the daily limit
     counts — the larger exit leg, plus the working order of an OTOCO — as a single node's guard
-    counts it (brokers/guard.py ``admit_list``); or :class:`Refused`."""
+    counts it (brokers/orders/guard.py ``admit_list``); or :class:`Refused`."""
     legs = legs_of(req)
     with _refusals():
         _, _, values = await checks.check_legs(req.symbol, [leg for leg, _ in legs])
@@ -82,7 +82,7 @@ async def check_list(checks: OrderChecks, req: ListRequest) -> Decimal:
 async def check_bracket(checks: OrderChecks, entry: OrderRequest, exit_oco: ListRequest) -> Decimal:
     """Steps 1-6 on an entry and both legs of the exit OCO placed once it fills (one reference
     price); the value counted — the entry plus the larger exit leg, as a single node's guard counts
-    a bracket (brokers/guard.py ``admit_bracket``) — or :class:`Refused`."""
+    a bracket (brokers/orders/guard.py ``admit_bracket``) — or :class:`Refused`."""
     with _refusals():
         _, _, values = await checks.check_legs(entry.symbol, [entry, exit_oco.take_profit, exit_oco.stop])
     return values[0] + max(values[1], values[2])

@@ -41,7 +41,6 @@ import asyncpg
 import orjson
 import structlog
 
-from brokers.list_store import legs_of
 from brokers.models import (
     OPEN,
     BrokerError,
@@ -53,6 +52,7 @@ from brokers.models import (
     RateLimitedError,
     state_name,
 )
+from brokers.orders.list_store import legs_of
 from brokers.trade_simulation import refusal_code
 from cluster import leader_admission
 from cluster.intent_listing import intent_listing
@@ -106,7 +106,7 @@ async def submit_list(intents: OrderIntents, account: str, req: ListRequest) -> 
 
 
 def list_result(answer: Answer, req: ListRequest) -> dict[str, Any]:
-    """place_oco's answer for a placed list: the single node's shape (brokers/order_lists.py ``describe``)."""
+    """place_oco's answer for a placed list: the single node's shape (brokers/orders/lists.py ``describe``)."""
     lst = answer.order_list
     assert lst is not None
     views = {o.client_order_id: o for o in lst.orders}

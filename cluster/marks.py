@@ -4,7 +4,7 @@ The worker that owns a market (``SYMBOL interval``, cluster/membership.py) moves
 every heartbeat to the exchange time of the newest tick its evaluator checked against every armed
 alert, firings committed (alerts/evaluator.py ``ticks_through``).  When the worker dies, the new
 owner reads the mark and closes the gap from there: it fetches the trades the exchange made after
-the mark and fires what they crossed (daemon/worker_handover.py).  A mark only moves forward
+the mark and fires what they crossed (daemon/worker/handover.py).  A mark only moves forward
 (``GREATEST``): a paused ex-owner that wakes and writes an older time cannot move it back.
 
 Marks also give ``chartgen cluster status`` its lag: the server's clock minus a market's mark is how

@@ -34,7 +34,7 @@ from brokers.models import (
     OrderRequest,
     OutcomeUnknown,
 )
-from brokers.order_checks import OrderChecks, SafetyLimits
+from brokers.orders.checks import OrderChecks, SafetyLimits
 from brokers.pg_suspensions import PG_SUSPENSION_MIGRATIONS
 from brokers.protocol import Broker
 from brokers.trade_simulation import refusal_code

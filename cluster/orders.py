@@ -13,7 +13,7 @@ or ends ``void`` when its entry did not fill (cluster/bracket_exits.py).
   intent with ``FOR UPDATE SKIP LOCKED`` in a transaction fenced by its lease, marking it
   ``sending`` with its fencing token; commits; checks its local lease deadline
   (:meth:`Lease.may_act`) and in the same instant reads the exchange's time, and sends the order
-  *signed at that time* (:class:`FencedSender`; brokers/binance_signing.py): a leader paused
+  *signed at that time* (:class:`FencedSender`; brokers/binance/signing.py): a leader paused
   between the check and the request leaving sends a request the exchange refuses as stale.  It
   records the exchange's answer.  A leader that lost its lease stops before the next request.
   One intent per claim: a leader that dies leaves at most the one it was sending unanswered.

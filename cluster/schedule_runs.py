@@ -3,7 +3,7 @@ order leader, together with the schedule's progress, in one PostgreSQL transacti
 
 :class:`IntentRuns` is the :class:`~brokers.schedules.service.ScheduleRuns` of a cluster.  The
 schedules live in PostgreSQL (brokers/schedules/pg_store.py): fronts create, list and cancel them;
-the holder of the order lease fires them (daemon/leader_schedules.py) with the single node's
+the holder of the order lease fires them (daemon/leader/schedules.py) with the single node's
 misfire policy.  A run records the order — client order id ``cg-<schedule id>-<scheduled time>``,
 as on a single node — and moves the schedule's progress in the same transaction, and only if the
 progress moved (:meth:`PgScheduleStore.settle_in`): a scheduled time is run once whichever leader
@@ -23,10 +23,10 @@ from typing import Any
 
 import structlog
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.models import OrderRequest
-from brokers.order_args import OrderInputError, parse_order
-from brokers.order_lists import check_order_type
+from brokers.orders.args import OrderInputError, parse_order
+from brokers.orders.lists import check_order_type
 from brokers.schedules.pg_store import PgScheduleStore
 from brokers.schedules.spec import ScheduleInputError, iso
 from brokers.schedules.store import ScheduleRow

@@ -1,5 +1,5 @@
 """``python -m daemon`` runs the chartgen CLI."""
 
-from daemon.cli import main
+from daemon.commands.cli import main
 
 raise SystemExit(main())

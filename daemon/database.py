@@ -5,7 +5,7 @@ Also keeps the data dir private outside systemd (where ``StateDirectoryMode=0700
 0600, and this module tightens the other files of the data dir that hold secrets or
 audit data — ``trades.log`` and the token revocation marker — when they are open to others.
 New ones are created 0600 because the ``chartgen`` command runs its state-keeping modes
-with umask 077 (daemon/cli.py).
+with umask 077 (daemon/commands/cli.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import structlog
 
 from alerts.store import MIGRATIONS as ALERT_MIGRATIONS
 from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
-from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
-from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
+from brokers.orders.store import MIGRATIONS as ORDER_MIGRATIONS
+from brokers.paper.broker import MIGRATIONS as PAPER_MIGRATIONS
 from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
 from brokers.suspensions import MIGRATIONS as SUSPENSION_MIGRATIONS
 from config import PRIVATE_FILE_MODE, Settings, tighten_private

@@ -20,7 +20,7 @@ OPERATOR = "operator"
 
 class ClusterPages(Protocol):
     """What a cluster front shows in place of a single node's engine and order service
-    (daemon/front_dashboard.py builds it from the cluster's PostgreSQL and bus)."""
+    (daemon/front/dashboard.py builds it from the cluster's PostgreSQL and bus)."""
 
     async def markets(self) -> list[dict[str, Any]]:
         """The overview's markets: symbol, interval, last_price, live, ready (as a single node's)."""
@@ -61,7 +61,7 @@ class DashboardDeps:
     one per market of the symbol); None where the engine's subscription is used."""
     notified: list[Callable[[], None]] | None = None
     """Where a front's open event streams register to hear that alerts fired anywhere in the cluster
-    (daemon/front_dashboard.py ``FiredWatch``): they then send ``notifications``; None on a single
+    (daemon/front/dashboard.py ``FiredWatch``): they then send ``notifications``; None on a single
     node (its alert feed is used)."""
 
     def changed(self) -> None:

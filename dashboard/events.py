@@ -5,7 +5,7 @@ subscription (ticks, closed bars, indicator updates), every firing and action ou
 the alert feed, and "something changed" signals from the alert service, the order service and
 the access pages.  A cluster front has no engine and no feed: its ``notified`` hooks send
 ``notifications`` when alerts fired anywhere in the cluster (the page reloads the list), and its
-``ticks`` hooks the workers' prices on ``bus = "nats"`` (daemon/front_dashboard.py says how the
+``ticks`` hooks the workers' prices on ``bus = "nats"`` (daemon/front/dashboard.py says how the
 front learns of both).  Ticks are coalesced per market — a browser that falls behind gets the
 newest price of each market, never a growing backlog — and the engine subscription itself drops
 the oldest events when full.  Readiness is compared on every closed bar and keep-alive; the session

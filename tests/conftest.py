@@ -26,7 +26,7 @@ import pytest
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[None]:
     """No CHARTGEN_* or Binance variables leak into a test; HOME points at a temp dir.
 
-    ``CHARTGEN_CI`` stays: it is the test run's own switch (tests.support.external fails instead
+    ``CHARTGEN_CI`` stays: it is the test run's own switch (testkit.external fails instead
     of skipping under CI), not the daemon's configuration."""
     for key in list(os.environ):
         if key == "CHARTGEN_CI":
@@ -54,7 +54,7 @@ async def db(tmp_path: Any) -> AsyncIterator[Any]:
 @pytest.fixture
 async def sim() -> AsyncIterator[Any]:
     """The Binance-compatible exchange simulator on a free loopback port."""
-    from brokers.simulator.app import start_simulator
+    from simulator import start_simulator
 
     running = await start_simulator(host="127.0.0.1", port=0)
     try:
@@ -80,11 +80,11 @@ async def charts(sim: Any) -> AsyncIterator[Any]:
         yield ChartService(market, InlineRenderer(), external_sources=ExternalSources(session=None))
 
 
-# --- the log scan (tests/support/secret_scan.py) -------------------------------------------
+# --- the log scan (testkit/secret_scan.py) -------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from tests.support.secret_scan import log_dir
+    from testkit.secret_scan import log_dir
 
     log_dir()  # created now, so every daemon of the session writes into the same folder
 
@@ -93,7 +93,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Scan every log line this session's daemons wrote; a secret found fails the run."""
     from pathlib import Path
 
-    from tests.support.secret_scan import log_dir, scan
+    from testkit.secret_scan import log_dir, scan
 
     paths = sorted(log_dir().glob("*.log"))
     factory = getattr(session.config, "_tmp_path_factory", None)
@@ -112,8 +112,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Any]:
-    """One PostgreSQL cluster for the session (tests.support.postgres); each test makes its own database."""
-    from tests.support.postgres import postgres_server
+    """One PostgreSQL cluster for the session (testkit.postgres); each test makes its own database."""
+    from testkit.postgres import postgres_server
 
     with postgres_server() as server:
         yield server

@@ -131,7 +131,7 @@ GENERATED = {"bench/results/latest.json"}
 
 
 def test_every_named_repository_path_exists() -> None:
-    """A path such as ``brokers/simulator/book.py`` in a docstring, comment or doc names a file or folder
+    """A path such as ``simulator/book.py`` in a docstring, comment or doc names a file or folder
     of the repository that exists (a glob, ``{a,b}`` or ``<placeholder>`` is checked up to where it starts)."""
     missing = []
     for path in _files("*.py", "*.md"):

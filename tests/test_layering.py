@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"config", "storage", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"}
+OURS = {"config", "storage", "daemon", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster", "simulator"}
 ALLOWED = {
     "config": set(),
     "storage": {"config"},
@@ -18,7 +18,10 @@ ALLOWED = {
     "mcp_bridge": {"config", "storage", "engine", "alerts", "brokers"},
     "dashboard": {"config", "storage", "engine", "alerts", "brokers", "mcp_bridge"},
     "cluster": {"config", "storage", "engine", "brokers"},
-    "daemon": {"config", "storage", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster"},
+    "daemon": {"config", "storage", "engine", "alerts", "brokers", "mcp_bridge", "dashboard", "cluster", "simulator"},
+    # the exchange double: Binance's stop / take-profit / trailing trigger rules are the one thing it
+    # shares with the paper broker (brokers/trigger_rules.py); nothing of ours imports it but the daemon
+    "simulator": {"brokers"},
 }
 
 
@@ -107,3 +110,28 @@ def test_every_package_is_installed() -> None:
 
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     assert sorted(p for p in OURS if f"{p}*" not in include) == []
+
+
+def _top_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("side", "forbidden"), [("tests", {"bench"}), ("bench", {"tests"}), ("testkit", {"tests", "bench"})]
+)
+def test_tests_and_benches_share_only_the_test_kit(side: str, forbidden: set[str]) -> None:
+    """tests/ and bench/ both import testkit/ (daemons, databases, doubles, oracles), never each other."""
+    bad = [
+        f"{path.relative_to(ROOT)} imports {dep}"
+        for path in sorted((ROOT / side).rglob("*.py"))
+        if "node_modules" not in path.parts
+        for dep in sorted(_top_imports(path) & forbidden)
+    ]
+    assert not bad, "\n".join(bad)

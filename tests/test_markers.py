@@ -8,11 +8,11 @@ every test file and fails on a test that can reach
 
 - a process start (the daemon, nginx, Chromium, node, systemd-analyze, a process pool …)
   without a ``process``, ``servers`` or ``slow`` marker, or
-- PostgreSQL or nats-server (tests/support/postgres.py, tests/support/nats.py) without a
+- PostgreSQL or nats-server (testkit/postgres.py, testkit/nats.py) without a
   ``servers`` or ``slow`` marker.
 
 "Can reach" is followed statically, on the ``ast`` of the test file, its conftest files and
-tests/support: from a test through the module-level functions and classes it names, the names it
+testkit: from a test through the module-level functions and classes it names, the names it
 imports from ``tests``, and the fixtures it asks for (parameters, ``request.getfixturevalue("…")``,
 ``usefixtures``), down to one of :data:`STARTS_PROCESS` or :data:`STARTS_SERVER`.  A fixture whose
 params carry the marker (the "postgres" storage param) covers its own path.  In-process loopback
@@ -66,9 +66,9 @@ STARTS_PROCESS = (
 counts because the SDK client spawns the command it describes."""
 
 STARTS_SERVER = (
-    "tests.support.postgres.postgres_server",
-    "tests.support.nats.running_nats",
-    "tests.support.nats.NatsServer",
+    "testkit.postgres.postgres_server",
+    "testkit.nats.running_nats",
+    "testkit.nats.NatsServer",
 )
 """The helpers that start PostgreSQL or nats-server (the session's ``postgres`` fixture uses the first)."""
 
@@ -238,8 +238,8 @@ def _module(path: Path) -> Module:
 
 @cache
 def _module_named(dotted: str) -> tuple[Module, str] | None:
-    """The tests/… module holding ``dotted`` (a module path plus a definition name), if any."""
-    if not dotted.startswith("tests."):
+    """The tests/… or testkit/… module holding ``dotted`` (a module path plus a definition name), if any."""
+    if not dotted.startswith(("tests.", "testkit.")):
         return None
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
@@ -357,7 +357,7 @@ def test_a_test_that_starts_a_process_carries_a_lane_marker(path: Path) -> None:
 
 PROBE = """
 import pytest
-from tests.support.daemon_proc import start_daemon
+from testkit.daemon_proc import start_daemon
 
 async def test_starts_the_daemon(tmp_path):
     await start_daemon(tmp_path, [])
@@ -376,7 +376,7 @@ def test_the_guard_follows_support_helpers_to_the_process_they_start() -> None:
     probe = TESTS / "daemon" / "test_probe.py"
     found = unmarked(probe, PROCESS, PROBE)
     assert [name for name, _ in found] == ["test_starts_the_daemon"]
-    assert "tests.support.daemon_proc.start_daemon" in found[0][1]
+    assert "testkit.daemon_proc.start_daemon" in found[0][1]
     assert found[0][1][-1] == "asyncio.create_subprocess_exec"
     assert unmarked(probe, PROCESS, PROBE + "\npytestmark = pytest.mark.process\n") == []
 
@@ -411,4 +411,4 @@ def test_the_guard_follows_a_fixture_to_postgresql_unless_its_param_carries_serv
     assert bool(as_process) is process_flagged and bool(as_server) is servers_flagged
     for found in (as_process, as_server):
         if found:
-            assert found[0][1][-2:] == ["tests.conftest.postgres", "tests.support.postgres.postgres_server"]
+            assert found[0][1][-2:] == ["tests.conftest.postgres", "testkit.postgres.postgres_server"]

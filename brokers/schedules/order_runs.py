@@ -16,13 +16,13 @@ from typing import Any
 import structlog
 
 from brokers.filters import FilterError
-from brokers.guard import OrderRefused, order_value
 from brokers.models import BrokerError, OrderRejected, OrderRequest, state_name
-from brokers.order_args import OrderInputError, parse_order
-from brokers.order_args import plain_decimal as plain
+from brokers.orders.args import OrderInputError, parse_order
+from brokers.orders.args import plain_decimal as plain
+from brokers.orders.guard import OrderRefused, order_value
+from brokers.orders.service import OrderService
 from brokers.schedules.spec import ScheduleInputError, iso
 from brokers.schedules.store import ScheduleRow, ScheduleStore
-from brokers.service import OrderService
 
 log = structlog.get_logger(__name__)
 

@@ -53,12 +53,12 @@ import structlog
 from apscheduler.triggers.base import BaseTrigger
 
 from brokers.models import Actor
-from brokers.order_args import parse_order
-from brokers.order_args import plain_decimal as plain
+from brokers.orders.args import parse_order
+from brokers.orders.args import plain_decimal as plain
+from brokers.orders.service import UNATTENDED_PREFIX, OrderService
 from brokers.schedules.order_runs import OrderServiceRuns
 from brokers.schedules.spec import SCHEDULE_KEYS, ScheduleInputError, ScheduleSpec, iso, next_fire, parse_spec, plan
 from brokers.schedules.store import ACTIVE, CANCELLED, FINISHED, ScheduleRepository, ScheduleRow, ScheduleStore
-from brokers.service import UNATTENDED_PREFIX, OrderService
 
 log = structlog.get_logger(__name__)
 

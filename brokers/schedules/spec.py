@@ -21,7 +21,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from brokers.order_args import OrderInputError
+from brokers.orders.args import OrderInputError
 from brokers.schedules.cron import CronError, cron_trigger
 
 SCHEDULE_KEYS = frozenset({"cron", "every", "start_at", "end_at", "max_runs"})

@@ -1,7 +1,7 @@
 """The exchange's trades of one symbol between two times, for a cluster worker's hand-over.
 
 A market that changed owner was followed by nobody for a few seconds; the new owner closes that
-gap by checking every trade the exchange made in it (daemon/worker_handover.py).  Klines would not
+gap by checking every trade the exchange made in it (daemon/worker/handover.py).  Klines would not
 do: a bar's high may come from before the alert was armed or before the old owner's mark.
 
 Binance: ``GET /api/v3/aggTrades`` (weight 4, at most 1,000 rows, ``startTime``/``endTime`` at most

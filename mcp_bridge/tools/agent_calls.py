@@ -39,10 +39,10 @@ import mcp_types as types
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from brokers.guard import LimitExceeded
 from brokers.halt import TradingHalted
 from brokers.models import BrokerError
-from brokers.service import OrderInputError
+from brokers.orders.guard import LimitExceeded
+from brokers.orders.service import OrderInputError
 from engine.charts.gate import RenderBusy
 from engine.market_data.errors import MarketDataError, RateLimited
 from mcp_bridge.errors import ToolError

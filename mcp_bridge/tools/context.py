@@ -15,11 +15,11 @@ from alerts.service import AlertService
 from brokers.halt import HaltState
 from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, Balance, OrderRequest
+from brokers.orders.service import OrderService
+from brokers.orders.trade_legs import LegDesk
 from brokers.portfolio_view import Venue
 from brokers.schedules.service import ScheduleService
-from brokers.service import OrderService
 from brokers.suspensions import SuspensionService
-from brokers.trade_legs import LegDesk
 from brokers.trade_simulation import SimulatedAccount
 from engine.charts.service import ChartService
 from engine.live import LiveEngine
@@ -52,7 +52,7 @@ class OrderPlacer(Protocol):
 
 
 class OcoPlacer(Protocol):
-    """What place_oco calls: the single node's order lists (brokers/order_lists.py), or a cluster
+    """What place_oco calls: the single node's order lists (brokers/orders/lists.py), or a cluster
     front's list intents (cluster/front_orders.py)."""
 
     async def place_parsed_oco(self, p: dict[str, Any], *, owner: str | None) -> dict[str, Any]: ...

@@ -1,7 +1,7 @@
 """place_order, place_oco, cancel_order, get_orders, get_positions, get_balance (contract §2.4-2.8).
 
 Each tool is one :class:`~mcp_bridge.tools.unit.ToolUnit`: its argument model reads the wire
-arguments once, at the edge (:mod:`brokers.order_args` holds chartgen's checks and wording),
+arguments once, at the edge (:mod:`brokers.orders.args` holds chartgen's checks and wording),
 and the handler hands the parsed request to the order service.  Failures become isError
 results with chartgen's text style and, where one applies, the structured error code of the
 prompts contract (-32001 rate limited with retry_after_secs, -32002 invalid credentials,
@@ -24,8 +24,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import InstanceOf
 
 from brokers.models import BrokerError, OrderRequest
-from brokers.order_args import parse_entry, parse_oco
-from brokers.service import OrderInputError, OrderService
+from brokers.orders.args import parse_entry, parse_oco
+from brokers.orders.service import OrderInputError, OrderService
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text

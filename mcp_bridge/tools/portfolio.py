@@ -6,7 +6,7 @@ leader's mirror of the account, priced with Binance's public market data (:func:
 simulates with the leader's guard rails and places legs as order intents (cluster/front_desk.py).
 The valuation rule is :mod:`brokers.portfolio_view`'s, the simulation
 :mod:`brokers.trade_simulation`'s (guard dry run, fees, risk metrics of :mod:`brokers.risk_metrics`);
-execution goes leg by leg through the one order path (:mod:`brokers.trade_legs`), owned by the
+execution goes leg by leg through the one order path (:mod:`brokers.orders.trade_legs`), owned by the
 calling principal.
 """
 
@@ -20,11 +20,11 @@ from typing import Annotated, Any, Literal, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from brokers.order_args import OrderInputError, parse_order
+from brokers.orders.args import OrderInputError, parse_order
+from brokers.orders.service import OrderService
+from brokers.orders.trade_legs import LegDesk, ServiceLegs, leg_client_ids, place_leg
 from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
 from brokers.risk_metrics import METHOD
-from brokers.service import OrderService
-from brokers.trade_legs import LegDesk, ServiceLegs, leg_client_ids, place_leg
 from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAccount, Simulator
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import AccountReader

@@ -30,10 +30,10 @@ from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.requests import AlertInputError, parse_set_alert
 from alerts.store import AlertStore
-from bench.alerts import NullMarket
 from daemon.database import ALL_MIGRATIONS
 from engine.events import Tick
 from storage import Database
+from testkit.null_market import NullMarket
 
 
 class RecordingExecutor:

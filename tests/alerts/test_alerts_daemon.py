@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from mcp_bridge.tools.catalog import TOOL_NAMES
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
+from testkit.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
 pytestmark = pytest.mark.process
 

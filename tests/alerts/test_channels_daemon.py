@@ -21,10 +21,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from brokers.simulator.app import RunningSimulator
-from tests.support.channel_receivers import Receiver, channel_table
-from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client
-from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
+from simulator import RunningSimulator
+from testkit.channel_receivers import Receiver, channel_table
+from testkit.daemon_proc import DaemonProc, clean_env, create_token, mcp_client
+from testkit.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
 BASE = 70_000.0

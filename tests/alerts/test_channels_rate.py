@@ -23,9 +23,9 @@ import pytest
 from alerts.channels.sender import DIGEST_ROWS, OutboxSender, RateBucket
 from alerts.outbox_store import Outbox, OutboxRow
 from config import TelegramChannel, WebhookChannel
+from testkit.channel_receivers import REDIRECT_TO, Receiver
 from tests.alerts import test_outbox_delivery as delivery
 from tests.alerts.test_outbox_delivery import SECRET, ManualClock, SqliteOutbox, channels_for
-from tests.support.channel_receivers import REDIRECT_TO, Receiver
 
 pytestmark = pytest.mark.timeout(90)
 backend = delivery.backend

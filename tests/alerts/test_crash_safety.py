@@ -17,9 +17,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
-from tests.support.sim_daemon import post_price, sim_env, start_on_sim, tool_json
+from simulator import RunningSimulator, start_simulator
+from testkit.daemon_proc import DaemonProc, create_token, mcp_client
+from testkit.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
 ALERTS = 1000
 KILLS = 20

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from testkit.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 from tests.alerts.test_alerts_daemon import SseReader, post_price
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 
 pytestmark = pytest.mark.process
 

@@ -25,7 +25,7 @@ from alerts.outbox_store import ChannelRouting, Outbox, OutboxRow, OutboxStore, 
 from alerts.store import AlertStore
 from config import NtfyChannel, TelegramChannel, WebhookChannel
 from storage import Database
-from tests.support.channel_receivers import Receiver
+from testkit.channel_receivers import Receiver
 
 pytestmark = pytest.mark.timeout(90)
 SECRET = "whsec-test"

@@ -124,7 +124,7 @@ async def test_postgres_away_refuses_writes_clearly_and_nothing_is_lost() -> Non
     (and never the password); back on the same port, the pool reconnects by itself and the same
     firing fires each alert once."""
     from storage import StorageUnavailable
-    from tests.support.postgres import postgres_server
+    from testkit.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it
     server = await asyncio.to_thread(own.__enter__)

@@ -22,10 +22,10 @@ from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Firing, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
-from bench.alerts import NullMarket
 from daemon.database import ALL_MIGRATIONS
 from engine.events import Tick
 from storage import LOOP_TRANSACTION_MAX_ITEMS, Database, WalSyncError
+from testkit.null_market import NullMarket
 
 
 class GatedFlush:

@@ -16,11 +16,11 @@ from alerts.evaluator import AlertEvaluator
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore
-from bench.alerts import NullMarket
 from daemon.database import ALL_MIGRATIONS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from storage import Database
+from testkit.null_market import NullMarket
 
 
 async def _listed(symbol: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Hand-over of indicator-signal alerts (daemon/worker_handover.py): a signal the indicator gave on a
+"""Hand-over of indicator-signal alerts (daemon/worker/handover.py): a signal the indicator gave on a
 bar that closed while the market had no owner fires the alert once the new owner computed the
 indicator over its warmed-up window.
 
@@ -24,8 +24,7 @@ from alerts.models import Alert
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import WorkerEvaluator
-from bench.alerts import NullMarket
-from daemon.worker_handover import hand_over, missed_by_signals, signal_request
+from daemon.worker.handover import hand_over, missed_by_signals, signal_request
 from engine.bars import Bars
 from engine.events import Tick
 from engine.indicators.base import ComputeContext
@@ -33,6 +32,7 @@ from engine.indicators.model import Dot, PanelResult
 from engine.indicators.registry import IndicatorRequest
 from engine.indicators.runner import compute_sync
 from storage import Database
+from testkit.null_market import NullMarket
 
 STEP_S = 60
 T0 = 1_700_000_000 // STEP_S * STEP_S

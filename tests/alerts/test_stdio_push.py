@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from brokers.simulator.app import start_simulator
-from tests.support.daemon_proc import clean_env
-from tests.support.secret_scan import daemon_log_file
+from simulator import start_simulator
+from testkit.daemon_proc import clean_env
+from testkit.secret_scan import daemon_log_file
 
 pytestmark = pytest.mark.process
 

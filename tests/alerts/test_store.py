@@ -1,7 +1,7 @@
 """The alert store: exactly-once firing, per-principal queues, caps, TTL and Last-Event-ID replay.
 
 Every test runs against both implementations of alerts.repository.AlertRepository: SQLite
-(alerts/store.py) and PostgreSQL (alerts/pg_store.py, on a real server: tests/support/postgres.py).
+(alerts/store.py) and PostgreSQL (alerts/pg_store.py, on a real server: testkit/postgres.py).
 """
 
 from __future__ import annotations

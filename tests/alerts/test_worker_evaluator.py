@@ -11,11 +11,11 @@ from alerts.models import Alert
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import RECENT_S, WorkerEvaluator
-from bench.alerts import NullMarket
-from daemon.worker_handover import missed_by_trades
+from daemon.worker.handover import missed_by_trades
 from engine.events import Tick
 from engine.market_data.trade_history import TradePrint
 from storage import Database
+from testkit.null_market import NullMarket
 
 
 def above(level: float, armed_ms: int) -> Alert:

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from brokers.order_store import MIGRATIONS
-from brokers.simulator.app import RunningSimulator, start_simulator
+from brokers.orders.store import MIGRATIONS
+from simulator import RunningSimulator, start_simulator
 from storage import Database
 
 

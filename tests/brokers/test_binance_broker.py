@@ -10,14 +10,12 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from brokers.binance_broker import BinanceBroker
-from brokers.binance_user_stream import UserStream, UserStreamEnded
+from brokers.binance.broker import BinanceBroker
+from brokers.binance.user_stream import UserStream, UserStreamEnded
 from brokers.models import Actor, RateLimitedError
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from brokers.simulator.faults import HttpErrorFault
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, HttpErrorFault, RunningSimulator
 from storage import Database
 
 pytestmark = pytest.mark.slow

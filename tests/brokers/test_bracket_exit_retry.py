@@ -16,12 +16,11 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from brokers.binance_broker import BinanceBroker
-from brokers.brackets import bracket_ids
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.binance.broker import BinanceBroker
+from brokers.orders.brackets import bracket_ids
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator
 from storage import Database
 
 OCO_POSTS = "POST /api/v3/orderList/oco"

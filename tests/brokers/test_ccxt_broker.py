@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from brokers.ccxt_broker import CcxtBroker, build_exchange
+from brokers.ccxt.broker import CcxtBroker, build_exchange
 from brokers.models import Actor, InsufficientBalance, OrderRejected, OrderRequest
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator
 from storage import Database
 
 ADMIN = Actor(None, admin=True)

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from brokers.ccxt_broker import CcxtBroker, build_exchange, trade_id
+from brokers.ccxt.broker import CcxtBroker, build_exchange, trade_id
 from brokers.models import OrderRejected, OrderRequest
 
 BINANCE_ONLY = {"origClientOrderId", "newClientOrderId", "fromId", "quoteOrderQty", "newOrderRespType"}

@@ -50,9 +50,8 @@ import aiohttp
 import ccxt.pro
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from tests.brokers.simulator.signed import SignedClient
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator
+from tests.simulator.signed import SignedClient
 
 SYMBOL = "BTC/USDT"
 SYMBOLS = ["BTC/USDT", "ETH/USDT"]

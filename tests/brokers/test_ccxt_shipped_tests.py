@@ -46,8 +46,7 @@ from typing import Any
 import ccxt.async_support as ccxt_async
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator
 
 SYMBOL = "BTC/USDT"
 _NO_TIME = "Binance's spot GET /api/v3/depth has no time field (only lastUpdateId)"

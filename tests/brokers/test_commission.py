@@ -14,15 +14,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.commission import DEFAULT_RATES, FeeRates, rates_from_account, rates_from_symbol, rates_json, rates_of
-from brokers.order_store import MIGRATIONS, OrderStore
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
 from brokers.portfolio_view import Pricer
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from brokers.simulator.faults import HttpErrorFault
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator, fee_rates
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, HttpErrorFault, RunningSimulator
 from storage import Database
 
 FAQ = {  # reference/binance/commission_faq.md, "How is the commission calculated?"

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from brokers.guard import SafetyLimits
 from brokers.halt import HALTED_MESSAGE, HaltStore, TradingHalted
 from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
 from brokers.halt_authority import HaltAuthority, HaltRefused, HolderKind
 from brokers.halt_switch import HaltSwitch, Scope, cancel_open
 from brokers.models import Actor, BrokerError, ExchangeList, ExchangeOrder, OrderRequest
-from brokers.order_admission import admit_in
-from brokers.order_args import OrderInputError
-from brokers.order_store import MIGRATIONS as ORDER_MIGRATIONS
+from brokers.orders.admission import admit_in
+from brokers.orders.args import OrderInputError
+from brokers.orders.guard import SafetyLimits
+from brokers.orders.store import MIGRATIONS as ORDER_MIGRATIONS
 from storage import Database
 from tests.brokers.test_order_guard import PricedBroker, make_service
 
@@ -261,9 +261,9 @@ async def test_a_request_left_pending_while_no_daemon_ran_is_carried_out_when_th
 async def test_order_lists_and_brackets_are_refused_in_their_own_admission_while_halted(
     two: tuple[Database, Database],
 ) -> None:
-    """OCO/OTOCO lists and bracket entries are admitted by brokers.list_store, not admit_in: same check."""
-    from brokers.list_store import BracketPlan, admit_bracket_in, admit_list_in
+    """OCO/OTOCO lists and bracket entries are admitted by brokers.orders.list_store, not admit_in: same check."""
     from brokers.models import ListRequest
+    from brokers.orders.list_store import BracketPlan, admit_bracket_in, admit_list_in
 
     daemon, cli = two
     await HaltStore(cli).halt(reason=None, by=OP, now=1.0)

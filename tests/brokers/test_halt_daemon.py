@@ -21,8 +21,8 @@ import pytest
 from mcp import Client
 
 from brokers.halt import HALTED_MESSAGE
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from testkit.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 

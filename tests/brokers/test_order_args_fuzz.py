@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.guard import OrderRefused
 from brokers.models import BrokerError
-from brokers.order_args import OrderInputError, parse_entry, parse_oco, parse_order
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
+from brokers.orders.args import OrderInputError, parse_entry, parse_oco, parse_order
+from brokers.orders.guard import OrderRefused
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
 from storage import Database
 from tests.brokers.fake_list_broker import FakeListBroker
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.faults import OrderFault
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client
-from tests.support.sim_daemon import sim_env, start_on_sim, tool_json
+from simulator import OrderFault, RunningSimulator, start_simulator
+from testkit.daemon_proc import DaemonProc, create_token, mcp_client
+from testkit.sim_daemon import sim_env, start_on_sim, tool_json
 
 KILLS = 20
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(360)]

@@ -12,14 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.binance_broker import BinanceBroker
-from brokers.guard import OrderGuard, OrderRefused, SafetyLimits
+from brokers.binance.broker import BinanceBroker
 from brokers.models import Actor, BrokerError, ExchangeOrder, OrderRequest
-from brokers.order_args import OrderInputError
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.orders.args import OrderInputError
+from brokers.orders.guard import OrderGuard, OrderRefused, SafetyLimits
+from brokers.orders.service import OrderService
+from brokers.orders.store import MIGRATIONS, OrderStore
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator
 from storage import Database
 from tests.brokers.test_order_service import Clock, FakeBroker
 
@@ -264,7 +263,7 @@ def test_the_engine_offers_a_price_only_while_a_stream_of_the_symbol_is_live() -
     """A price kept from a dropped stream is not offered (the guard asks the ticker instead); other symbols: None."""
     from types import SimpleNamespace
 
-    from daemon.orders_runtime import EngineQuotes
+    from daemon.parts.orders import EngineQuotes
 
     window = SimpleNamespace(live_since=100.0)
     engine = SimpleNamespace(

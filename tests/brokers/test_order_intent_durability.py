@@ -3,7 +3,7 @@
 A power loss must not undo the PENDING_SUBMIT row of an order that was already sent, or the
 daemon would not know to look it up.  Both ways of recording it are checked by tracing the
 statements the connection runs (``PRAGMA synchronous`` is per connection, not per table).
-Needs ``durable=True`` at the two call sites in brokers/order_store.py (``record_intent``'s
+Needs ``durable=True`` at the two call sites in brokers/orders/store.py (``record_intent``'s
 ``transaction`` and ``admit_intent``'s ``run_transaction``).
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from brokers.models import OrderRequest
-from brokers.order_store import MIGRATIONS, OrderStore
+from brokers.orders.store import MIGRATIONS, OrderStore
 from storage import Database
-from tests.support.sqlite_trace import FULL, NORMAL, committed_under
+from testkit.sqlite_trace import FULL, NORMAL, committed_under
 
 
 @pytest.fixture

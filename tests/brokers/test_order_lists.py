@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from brokers.brackets import bracket_ids
-from brokers.ccxt_broker import CcxtBroker
-from brokers.ccxt_stops import order_shape
-from brokers.guard import OrderRefused
+from brokers.ccxt.broker import CcxtBroker
+from brokers.ccxt.stops import order_shape
 from brokers.models import Actor, OrderRejected, OrderRequest, OutcomeUnknown
-from brokers.order_args import OrderInputError
-from brokers.order_lists import oco_request
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
+from brokers.orders.args import OrderInputError
+from brokers.orders.brackets import bracket_ids
+from brokers.orders.guard import OrderRefused
+from brokers.orders.lists import oco_request
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
 from storage import Database
 from tests.brokers.fake_list_broker import FakeListBroker
 from tests.brokers.test_order_service import Clock

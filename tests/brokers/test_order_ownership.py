@@ -7,11 +7,11 @@ from decimal import Decimal as D
 
 import pytest
 
-from brokers.guard import SafetyLimits
 from brokers.models import Actor, ExchangeOrder
-from brokers.order_args import OrderInputError
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService
+from brokers.orders.args import OrderInputError
+from brokers.orders.guard import SafetyLimits
+from brokers.orders.service import OrderService
+from brokers.orders.store import MIGRATIONS, OrderStore
 from storage import Database, Migrations
 from tests.brokers.test_order_guard import PricedBroker
 

@@ -9,8 +9,8 @@ import pytest
 
 from brokers.filters import SymbolRules
 from brokers.models import Actor, BrokerError, ExchangeOrder, Fill, OrderRequest, OutcomeUnknown, RateLimitedError
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
 from storage import Database
 from tests.brokers.test_filters_and_positions import ENTRY
 
@@ -161,7 +161,7 @@ async def test_a_client_order_id_cannot_be_used_twice(db: Database) -> None:
     broker, clock = FakeBroker(), Clock()
     svc = service(db, broker, clock)
     await svc.place_order({**BUY, "client_order_id": "mine-1"})
-    from brokers.service import OrderInputError
+    from brokers.orders.service import OrderInputError
 
     with pytest.raises(OrderInputError, match="already used"):
         await svc.place_order({**BUY, "client_order_id": "mine-1"})

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from brokers.filters import SymbolRules
 from brokers.models import ExchangeList, ExchangeOrder, ListRequest, OrderRejected, OrderRequest
-from brokers.order_lists import oco_request
-from brokers.paper import MIGRATIONS, PaperBroker
-from brokers.simulator.exchange_info import symbol_info
+from brokers.orders.lists import oco_request
+from brokers.paper.broker import MIGRATIONS, PaperBroker
+from simulator import symbol_info
 from storage import Database
 
 D = Decimal

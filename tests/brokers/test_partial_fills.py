@@ -1,6 +1,6 @@
 """Partial fills through our brokers: the Binance broker against the simulator's book (an order's
 answer and its stream reports stored once, positions and trade_execute's legs from what filled),
-brackets sized on what an entry filled, and the paper broker's one size rule (brokers/paper.py)."""
+brackets sized on what an entry filled, and the paper broker's one size rule (brokers/paper/broker.py)."""
 
 from __future__ import annotations
 
@@ -17,20 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.binance_broker import BinanceBroker
-from brokers.binance_user_stream import UserStream, UserStreamEnded
-from brokers.brackets import bracket_ids, exit_quantity
+from brokers.binance.broker import BinanceBroker
+from brokers.binance.user_stream import UserStream, UserStreamEnded
 from brokers.filters import SymbolRules
 from brokers.models import Actor, ExchangeOrder, OrderRequest
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.paper import MIGRATIONS as PAPER_MIGRATIONS
-from brokers.paper import PaperBroker
+from brokers.orders.brackets import bracket_ids, exit_quantity
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
+from brokers.orders.trade_legs import ServiceLegs, place_leg
+from brokers.paper.broker import MIGRATIONS as PAPER_MIGRATIONS
+from brokers.paper.broker import PaperBroker
 from brokers.positions import positions_from_fills
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from brokers.simulator.exchange_info import symbol_info
-from brokers.trade_legs import ServiceLegs, place_leg
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator, symbol_info
 from storage import Database
 
 D = Decimal
@@ -237,7 +235,7 @@ async def test_an_entry_that_expired_partly_filled_gets_an_exit_for_what_it_fill
     assert venue.sim.exchange.requests["POST /api/v3/orderList/oco"] == 1
 
 
-# --- the exit size rule (brokers/brackets.py, cluster/bracket_exits.py) ----------------------------
+# --- the exit size rule (brokers/orders/brackets.py, cluster/bracket_exits.py) ----------------------------
 @given(
     planned=st.decimals(D("0.00001"), D(10), places=5),
     executed=st.decimals(D(0), D(10), places=5),

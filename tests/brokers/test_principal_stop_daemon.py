@@ -28,10 +28,10 @@ import pytest
 from mcp import Client
 
 from alerts.actions import action_client_id
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from brokers.suspensions import SUSPENDED_MESSAGE
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import Database
-from tests.support.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
+from testkit.daemon_proc import DaemonProc, clean_env, create_token, mcp_client, running_daemon
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 

@@ -17,10 +17,9 @@ import pytest
 from binance import AsyncClient
 from binance.exceptions import BinanceAPIException
 
-from brokers.ccxt_broker import build_exchange
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
-from tests.brokers.simulator import documented as doc
+from brokers.ccxt.broker import build_exchange
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator, start_simulator
+from tests.simulator import documented as doc
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 import websockets
 from binance import AsyncClient, BinanceSocketManager
 
-from brokers.simulator.app import RunningSimulator, start_simulator
+from simulator import RunningSimulator, start_simulator
 
 EXAMPLES = Path(__file__).parent / "data" / "binance_stream_examples.json"
 """Each section's payload example of Binance's web-socket-streams.md, by section title."""

@@ -21,7 +21,7 @@ from brokers.risk_metrics import (
     simple_returns,
     value_series,
 )
-from tests.support.risk_oracle import percentile
+from testkit.risk_oracle import percentile
 
 
 def test_a_five_day_series_checked_by_hand() -> None:

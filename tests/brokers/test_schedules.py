@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from brokers.models import Actor, OrderRejected
-from brokers.order_store import OrderStore
-from brokers.paper import PaperBroker
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import OrderStore
+from brokers.paper.broker import PaperBroker
 from brokers.schedules.cron import CronError, cron_trigger
 from brokers.schedules.service import ScheduleService, client_id
 from brokers.schedules.spec import ScheduleInputError, parse_every, parse_spec, plan
 from brokers.schedules.store import ScheduleStore
-from brokers.service import OrderService, SafetyLimits
 from daemon.database import ALL_MIGRATIONS
 from storage import Database
 from tests.brokers.test_filters_and_positions import rules

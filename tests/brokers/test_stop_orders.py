@@ -17,16 +17,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from brokers.binance_broker import BinanceBroker, order_from_rest
-from brokers.binance_lists import list_from_event, list_from_rest, list_params
-from brokers.binance_user_stream import UserStream, UserStreamEnded, execution_to_update
-from brokers.brackets import bracket_ids
+from brokers.binance.broker import BinanceBroker, order_from_rest
+from brokers.binance.lists import list_from_event, list_from_rest, list_params
+from brokers.binance.user_stream import UserStream, UserStreamEnded, execution_to_update
 from brokers.models import Actor, ExchangeList
-from brokers.order_lists import oco_request
-from brokers.order_store import MIGRATIONS, OrderStore
-from brokers.service import OrderService, SafetyLimits
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.orders.brackets import bracket_ids
+from brokers.orders.lists import oco_request
+from brokers.orders.service import OrderService, SafetyLimits
+from brokers.orders.store import MIGRATIONS, OrderStore
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator
 from storage import Database
 
 ALICE = Actor("alice")

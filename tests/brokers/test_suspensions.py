@@ -14,11 +14,11 @@ import pytest
 
 from alerts.models import Alert
 from alerts.store import alert_row
-from brokers.guard import SafetyLimits
-from brokers.list_store import claim_bracket_in
 from brokers.models import ListRequest, OrderRequest
-from brokers.order_admission import admit_in
-from brokers.order_args import OrderInputError
+from brokers.orders.admission import admit_in
+from brokers.orders.args import OrderInputError
+from brokers.orders.guard import SafetyLimits
+from brokers.orders.list_store import claim_bracket_in
 from brokers.suspensions import (
     SUSPENDED_MESSAGE,
     PrincipalRevoked,
@@ -77,7 +77,7 @@ async def test_a_suspended_principal_is_refused_others_trade_and_unsuspend_resto
 
 
 def _req(args: dict[str, object]) -> dict[str, object]:
-    from brokers.order_args import parse_order
+    from brokers.orders.args import parse_order
 
     return {**parse_order(args), "client_order_id": "probe-1"}
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from brokers.commission import BINANCE_DEFAULT_FEE
-from brokers.guard import SafetyLimits
 from brokers.halt import HaltStore
 from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, Balance
-from brokers.order_store import OrderStore
+from brokers.orders.guard import SafetyLimits
+from brokers.orders.service import OrderService
+from brokers.orders.store import OrderStore
 from brokers.portfolio_view import Pricer
 from brokers.risk_metrics import risk_metrics, value_series
-from brokers.service import OrderService
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator
 from engine.bars import Bars
 from storage import Database

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 
 pytestmark = pytest.mark.process
 

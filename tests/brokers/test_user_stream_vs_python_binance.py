@@ -1,4 +1,4 @@
-"""Why brokers/binance_user_stream.py is ours: python-binance 1.0.37 loses the subscription on a reconnect.
+"""Why brokers/binance/user_stream.py is ours: python-binance 1.0.37 loses the subscription on a reconnect.
 
 The same WS-API drop (the simulator closes every connection) is given to python-binance's
 ``BinanceSocketManager.user_socket()`` and to our :class:`UserStream`.  python-binance's
@@ -23,10 +23,9 @@ from binance import AsyncClient, BinanceSocketManager
 from binance.ws.constants import WSListenerState
 from binance.ws.websocket_api import WebsocketAPI
 
-from brokers.binance_user_stream import UserStream, UserStreamEnded
+from brokers.binance.user_stream import UserStream, UserStreamEnded
 from brokers.models import ExchangeOrder
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, RunningSimulator
 
 
 def subscriptions(sim: RunningSimulator) -> int:

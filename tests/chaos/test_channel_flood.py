@@ -25,7 +25,7 @@ from alerts.outbox_store import ChannelRouting, OutboxStore
 from alerts.store import AlertStore
 from config import WebhookChannel
 from storage import Database
-from tests.support.channel_receivers import Receiver
+from testkit.channel_receivers import Receiver
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 FLOOD = 1000

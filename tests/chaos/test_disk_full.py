@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.support.daemon_proc import DaemonProc, LogTail, mcp_client, start_daemon
+from testkit.daemon_proc import DaemonProc, LogTail, mcp_client, start_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(180)]
 

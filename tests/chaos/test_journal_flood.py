@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mcp_bridge.journal_store import event_size
-from tests.support.daemon_proc import create_token, mcp_client, running_daemon
+from testkit.daemon_proc import create_token, mcp_client, running_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]
 

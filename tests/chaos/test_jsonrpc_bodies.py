@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.daemon_proc import clean_env
-from tests.support.secret_scan import daemon_log_file
+from testkit.daemon_proc import clean_env
+from testkit.secret_scan import daemon_log_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 

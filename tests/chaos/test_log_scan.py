@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.secret_scan import scan
+from testkit.secret_scan import scan
 
 pytestmark = pytest.mark.slow
 

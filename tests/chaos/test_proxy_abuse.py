@@ -33,9 +33,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.nginx import DOCUMENTED_LOCATION, Nginx, free_port, running_nginx
-from tests.support.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase, ticked
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.nginx import DOCUMENTED_LOCATION, Nginx, free_port, running_nginx
+from testkit.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase, ticked
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -129,7 +129,7 @@ async def test_the_docs_carry_the_tested_nginx_location() -> None:
 
     wanted = lines(DOCUMENTED_LOCATION)
     assert any("\n".join(wanted) in "\n".join(lines(s)) for s in snippets), (
-        "docs/operations.md's nginx snippet differs from tests/support/nginx.py's DOCUMENTED_LOCATION:\n"
+        "docs/operations.md's nginx snippet differs from testkit/nginx.py's DOCUMENTED_LOCATION:\n"
         + DOCUMENTED_LOCATION
     )
 

@@ -14,6 +14,7 @@ import pytest
 
 from alerts.actions import action_client_id
 from brokers.suspensions import SUSPENDED_MESSAGE
+from testkit.daemon_proc import create_token, mcp_client, running_daemon
 from tests.brokers.test_principal_stop_daemon import (
     ARGS,
     BUY,
@@ -28,7 +29,6 @@ from tests.brokers.test_principal_stop_daemon import (
     ok,
     price,
 )
-from tests.support.daemon_proc import create_token, mcp_client, running_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(400)]
 

@@ -25,9 +25,9 @@ import aiohttp
 import pytest
 
 from dashboard.device_cookies import DEVICE_COOKIE
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.nginx import Nginx, free_port, running_nginx
-from tests.support.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.nginx import Nginx, free_port, running_nginx
+from testkit.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]
 

@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_bridge.tools.catalog import CATALOG
-from tests.support.daemon_proc import clean_env
-from tests.support.secret_scan import daemon_log_file
-from tests.support.strategies import json_scalars as shared_json_scalars
-from tests.support.strategies import json_values as shared_json_values
+from testkit.daemon_proc import clean_env
+from testkit.secret_scan import daemon_log_file
+from testkit.strategies import json_scalars as shared_json_scalars
+from testkit.strategies import json_values as shared_json_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(600)]
 

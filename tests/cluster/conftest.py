@@ -2,7 +2,7 @@
 the lease and membership tables (``cluster_dsn``, ``cluster_db``), or the whole cluster schema
 (``cluster``: the DSN and an open pool); and ``sim``, the exchange simulator on the real clock with
 its default symbols (modules that need other symbols define their own ``sim``); ``nats_server``, a
-nats-server with JetStream of the test's own (tests/support/nats.py)."""
+nats-server with JetStream of the test's own (testkit/nats.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 from cluster.lease import LEASE_MIGRATIONS
 from cluster.membership import MEMBER_MIGRATIONS
-from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.commands.cluster import CLUSTER_MIGRATIONS
 from storage import PostgresDatabase
-from tests.support.nats import NatsServer, running_nats
+from testkit.nats import NatsServer, running_nats
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ async def cluster(postgres: Any) -> AsyncIterator[tuple[str, PostgresDatabase]]:
 @pytest.fixture
 async def sim() -> AsyncIterator[Any]:
     """The simulator on the real clock: it refuses a signed request older than its recvWindow."""
-    from brokers.simulator.app import start_simulator
+    from simulator import start_simulator
 
     running = await start_simulator(host="127.0.0.1", port=0, clock="real")
     try:

@@ -10,9 +10,9 @@ import asyncio
 import signal
 import sys
 
-from brokers.binance_broker import BinanceBroker
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.binance.broker import BinanceBroker
 from cluster.order_leader import OrderLeader, run_leader
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import PostgresDatabase
 
 

@@ -1,4 +1,4 @@
-"""The cluster's event bus (cluster/bus.py) against a real nats-server with JetStream (tests/support/nats.py).
+"""The cluster's event bus (cluster/bus.py) against a real nats-server with JetStream (testkit/nats.py).
 
 Streams created idempotently (twice, concurrently, updated to new limits) and as configured;
 publish, durable pull consumers, acks and redelivery; a durable taken over by a second
@@ -36,8 +36,8 @@ from cluster.bus_subjects import (
     notify_subject,
     principal_of,
 )
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer
-from tests.support.nginx import free_port
+from testkit.nats import SMALL_BUS_LIMITS, NatsServer
+from testkit.nginx import free_port
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

@@ -27,9 +27,9 @@ from engine.market_data.quotes import QuoteSource
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from storage import PostgresDatabase
-from tests.support.daemon_proc import mcp_client, start_daemon
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_env
-from tests.support.workers import Workers, real_clock_simulator, until
+from testkit.daemon_proc import mcp_client, start_daemon
+from testkit.nats import SMALL_BUS_LIMITS, NatsServer, nats_env
+from testkit.workers import Workers, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

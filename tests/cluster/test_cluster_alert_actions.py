@@ -30,13 +30,13 @@ from mcp import Client
 from alerts.actions import action_client_id
 from alerts.models import Subscription
 from alerts.pg_store import PgAlertStore
-from daemon.cluster_actions import CHECKED_WHEN_FIRED
+from daemon.parts.cluster_actions import CHECKED_WHEN_FIRED
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from storage import PostgresDatabase
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
-from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
-from tests.support.workers import Workers, real_clock_simulator, until
+from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
+from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from testkit.workers import Workers, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

@@ -18,11 +18,11 @@ from cluster import bracket_exits
 from cluster.order_leader import OrderLeader
 from cluster.orders import OrderIntents
 from storage import PostgresDatabase
+from testkit.workers import until
 from tests.cluster import test_cluster_lists
 from tests.cluster.test_cluster_brackets import OCO_POSTS, _filled_entries, _row
 from tests.cluster.test_cluster_lists import ACCOUNT, _lists_on_exchange, _on_exchange
 from tests.cluster.test_order_leader import leader_broker
-from tests.support.workers import until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

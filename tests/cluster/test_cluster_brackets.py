@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
-from brokers.brackets import exit_request
 from brokers.halt_authority import HaltAuthority
 from brokers.models import Actor, OrderRequest
-from brokers.order_args import OrderInputError
-from brokers.order_checks import OrderRefused, SafetyLimits
+from brokers.orders.args import OrderInputError
+from brokers.orders.brackets import exit_request
+from brokers.orders.checks import OrderRefused, SafetyLimits
 from cluster import bracket_exits
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
@@ -27,10 +27,10 @@ from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader
 from cluster.orders import INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
 from storage import PostgresDatabase
+from testkit.workers import until
 from tests.cluster import test_cluster_lists
 from tests.cluster.test_cluster_lists import ACCOUNT, SYMBOL, _lists_on_exchange, _on_exchange, leading
 from tests.cluster.test_order_leader import leader_broker
-from tests.support.workers import until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

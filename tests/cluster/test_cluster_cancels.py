@@ -27,15 +27,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.models import Actor, OrderRejected, OrderRequest
-from brokers.order_args import OrderInputError
-from brokers.order_checks import SafetyLimits
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import SafetyLimits
 from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import OrderIntents
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import PostgresDatabase
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]

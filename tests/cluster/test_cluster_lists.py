@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 
 from brokers.models import Actor, OrderRequest
-from brokers.order_args import OrderInputError, parse_oco
-from brokers.order_checks import OrderRefused, SafetyLimits
-from brokers.order_lists import new_oco
+from brokers.orders.args import OrderInputError, parse_oco
+from brokers.orders.checks import OrderRefused, SafetyLimits
+from brokers.orders.lists import new_oco
 from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
 from cluster.list_intents import LIST_REQUEST_JSON
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import OrderIntents
 from storage import PostgresDatabase
+from testkit.workers import real_clock_simulator, until
 from tests.cluster.test_order_leader import leader_broker
-from tests.support.workers import real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

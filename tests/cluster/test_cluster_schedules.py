@@ -1,5 +1,5 @@
 """Scheduled orders on a cluster: schedules in PostgreSQL (brokers/schedules/pg_store.py), created,
-listed and cancelled at a front, fired by the holder of the order lease (daemon/leader_schedules.py)
+listed and cancelled at a front, fired by the holder of the order lease (daemon/leader/schedules.py)
 through order intents (cluster/schedule_runs.py).
 
 - two leaders firing the same scheduled time at once record one run and one order intent;
@@ -29,9 +29,9 @@ from cluster.schedule_runs import CHECKED_AT_EACH_RUN, IntentRuns
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from storage import PostgresDatabase
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
-from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
-from tests.support.workers import pid_of, real_clock_simulator, until
+from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
+from testkit.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
+from testkit.workers import pid_of, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

@@ -17,8 +17,8 @@ import pytest
 
 from cluster.membership import owner_of
 from storage import PostgresDatabase
+from testkit.workers import Workers, real_clock_simulator, until, window_problems
 from tests.daemon.test_cli_state_options import chartgen
-from tests.support.workers import Workers, real_clock_simulator, until, window_problems
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

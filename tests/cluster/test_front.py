@@ -30,9 +30,9 @@ from mcp import Client
 from alerts.channels.messages import verify_signature
 from cluster.membership import Membership
 from storage import PostgresDatabase
-from tests.support.channel_receivers import Receiver
-from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
-from tests.support.workers import Workers, real_clock_simulator, until
+from testkit.channel_receivers import Receiver
+from testkit.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
+from testkit.workers import Workers, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

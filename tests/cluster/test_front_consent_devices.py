@@ -14,11 +14,11 @@ import pytest
 
 from dashboard.device_cookies import DEVICE_COOKIE
 from storage import PostgresDatabase
+from testkit.daemon_proc import DaemonProc
+from testkit.oauth import PASSPHRASE
 from tests.cluster.test_front_oauth import set_cluster_passphrase, start_front
 from tests.dashboard.test_dashboard_sign_in import from_address, spend_the_global_budget
 from tests.mcp_bridge.test_consent_devices import parked_consent, post_consent
-from tests.support.daemon_proc import DaemonProc
-from tests.support.oauth import PASSPHRASE
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(180)]
 

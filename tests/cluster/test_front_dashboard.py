@@ -1,4 +1,4 @@
-"""The operator's dashboard at cluster fronts (daemon/front_dashboard.py): two ``chartgen --serve
+"""The operator's dashboard at cluster fronts (daemon/front/dashboard.py): two ``chartgen --serve
 --cluster`` fronts, a worker and an order leader on a real PostgreSQL, the simulator as the exchange.
 
 A session signed in at one front (the passphrase set by ``chartgen passphrase set --cluster``) is a
@@ -33,15 +33,15 @@ from dashboard.device_cookies import DEVICE_COOKIE
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES
 from storage import PostgresDatabase
+from testkit.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
+from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from testkit.nats import NatsServer, nats_env
+from testkit.workers import Workers, real_clock_simulator, until
 from tests.cluster.test_front import worker_alerts
 from tests.cluster.test_front_oauth import set_cluster_passphrase, start_front
 from tests.daemon.test_cli_state_options import chartgen
 from tests.dashboard.test_dashboard_access import csrf_of, sign_in
 from tests.dashboard.test_dashboard_sign_in import NEW_PASSPHRASE, from_address, spend_the_global_budget
-from tests.support.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
-from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
-from tests.support.nats import NatsServer, nats_env
-from tests.support.workers import Workers, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(240)]
 

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from brokers.halt import TradingHalted
 from brokers.halt_authority import HaltAuthority
 from brokers.models import OrderRequest
-from brokers.order_checks import LimitExceeded, OrderRefused, SafetyLimits
+from brokers.orders.checks import LimitExceeded, OrderRefused, SafetyLimits
+from brokers.orders.trade_legs import place_leg
 from brokers.public_venue import PublicVenue
-from brokers.trade_legs import place_leg
 from cluster.account_mirror import AccountView, guard_json, guard_of
 from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders

@@ -19,13 +19,8 @@ import httpx2
 import pytest
 
 from storage import PostgresDatabase
-from tests.daemon.test_cli_state_options import chartgen
-from tests.mcp_bridge.test_oauth_flow import (  # noqa: F401 - collected here against a cluster front
-    test_every_refusal_the_authorization_server_owes,
-    test_the_sdk_clients_own_oauth_flow_with_a_scripted_consent,
-)
-from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
-from tests.support.oauth import (
+from testkit.daemon_proc import DaemonProc, clean_env, start_daemon
+from testkit.oauth import (
     PASSPHRASE,
     REDIRECT,
     Grant,
@@ -35,6 +30,11 @@ from tests.support.oauth import (
     refresh,
     register,
     tools_call,
+)
+from tests.daemon.test_cli_state_options import chartgen
+from tests.mcp_bridge.test_oauth_flow import (  # noqa: F401 - collected here against a cluster front
+    test_every_refusal_the_authorization_server_owes,
+    test_the_sdk_clients_own_oauth_flow_with_a_scripted_consent,
 )
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(180)]

@@ -25,11 +25,11 @@ from dashboard.auth import COOKIE
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ADMIN, ALL_SCOPES
 from storage import PostgresDatabase
+from testkit.daemon_proc import DaemonProc, mcp_client, start_fronts
+from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from testkit.workers import real_clock_simulator, until
 from tests.cluster.test_front_oauth import set_cluster_passphrase
 from tests.dashboard.test_dashboard_access import csrf_of, sign_in
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
-from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
-from tests.support.workers import real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(240)]
 

@@ -19,7 +19,7 @@ from alerts.pg_changes import ALERTS_CHANNEL, AlertChange, parse_change
 from alerts.pg_schema import PG_MIGRATIONS
 from alerts.pg_store import PgAlertStore
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
-from daemon.worker_handover import missed_by_closes, missed_by_trades
+from daemon.worker.handover import missed_by_closes, missed_by_trades
 from engine.bars import Bars
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.trade_history import BinanceTradeHistory, TradePrint
@@ -84,7 +84,7 @@ def test_close_alerts_count_only_bars_closed_inside_the_gap() -> None:
 
 @pytest.fixture
 async def sim() -> AsyncIterator[Any]:
-    from brokers.simulator.app import start_simulator
+    from simulator import start_simulator
 
     running = await start_simulator(host="127.0.0.1", port=0, clock="manual")
     try:
@@ -182,7 +182,7 @@ class _FakeHistory:
 
 
 async def test_hand_over_checks_the_gap_after_the_mark_and_closes_once_the_window_is_synced() -> None:
-    from daemon.worker_handover import hand_over
+    from daemon.worker.handover import hand_over
 
     evaluator = _FakeEvaluator(first_tick_ms=200_000)
     history = _FakeHistory([TradePrint(50_000, 120.0), TradePrint(150_000, 106.0), TradePrint(190_000, 99.0)])

@@ -25,13 +25,13 @@ import pytest
 from mcp import Client
 
 from brokers.halt import HALTED_MESSAGE
-from brokers.simulator.accounts import FEE
 from cluster.orders import lease_name
+from simulator import FEE
 from storage import PostgresDatabase
+from testkit.daemon_proc import DaemonProc, mcp_client, start_fronts
+from testkit.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
+from testkit.workers import pid_of, real_clock_simulator, until
 from tests.cluster.test_front import call, call_error, token_command
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
-from tests.support.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders
-from tests.support.workers import pid_of, real_clock_simulator, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""A worker's market data on NATS (daemon/market_bus.py): a ``chartgen worker`` process with
+"""A worker's market data on NATS (daemon/parts/market_bus.py): a ``chartgen worker`` process with
 ``bus = "nats"`` on a real nats-server and PostgreSQL, the exchange simulator on a manual clock.
 
 - each closed bar is published on ``chartgen.market.bar.<symbol>.<interval>`` equal to the
@@ -26,19 +26,19 @@ from cluster.bus_prices import TickMessage
 from cluster.bus_streams import MARKET_STREAM, TICKS_STREAM
 from cluster.bus_subjects import market_of
 from storage import PostgresDatabase
-from tests.support.nats import NatsServer, nats_env
-from tests.support.workers import Workers, until
+from testkit.nats import NatsServer, nats_env
+from testkit.workers import Workers, until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 
 SYMBOLS = ["AA1USDT", "AA2USDT"]
 WINDOW_BARS = 50
-"""The workers' window (tests/support/workers.py)."""
+"""The workers' window (testkit/workers.py)."""
 
 
 @pytest.fixture
 async def manual_sim() -> AsyncIterator[Any]:
-    from brokers.simulator.app import start_simulator
+    from simulator import start_simulator
 
     running = await start_simulator(host="127.0.0.1", port=0, symbols=SYMBOLS)
     try:

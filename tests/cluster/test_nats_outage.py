@@ -32,9 +32,9 @@ from alerts.pg_store import PgAlertStore
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from storage import PostgresDatabase
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_fronts
-from tests.support.nats import NatsServer, nats_env
-from tests.support.workers import Workers, next_alert_frame, real_clock_simulator, until
+from testkit.daemon_proc import DaemonProc, mcp_client, start_fronts
+from testkit.nats import NatsServer, nats_env
+from testkit.workers import Workers, next_alert_frame, real_clock_simulator, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 

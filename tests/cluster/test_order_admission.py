@@ -17,13 +17,13 @@ import pytest
 from brokers.halt import HALTED_MESSAGE
 from brokers.halt_authority import HaltAuthority
 from brokers.models import OrderRejected, OrderRequest
-from brokers.order_args import OrderInputError
-from brokers.order_checks import OrderRefused, SafetyLimits
-from brokers.simulator.accounts import FEE
+from brokers.orders.args import OrderInputError
+from brokers.orders.checks import OrderRefused, SafetyLimits
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
+from simulator import FEE
 from storage import PostgresDatabase
 from tests.cluster.test_order_leader import exchange_orders, leader_broker
 

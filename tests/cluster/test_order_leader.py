@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from brokers.binance_broker import BinanceBroker
+from brokers.binance.broker import BinanceBroker
 from brokers.models import OrderRequest
-from brokers.simulator.exchange import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from cluster.order_leader import ORDER_PATH_MIGRATIONS, OrderLeader, run_leader
 from cluster.orders import Answer, OrderIntents, lease_name
+from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import PostgresDatabase
 
 pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
@@ -230,7 +230,7 @@ async def test_an_order_whose_answer_was_lost_is_settled_by_asking_the_exchange(
 ) -> None:
     """The exchange accepts two orders but answers 503 (OutcomeUnknown): the leader does not resend;
     once recvWindow + margin has passed it finds them by client order id and answers placed."""
-    from brokers.simulator.faults import OrderFault
+    from simulator import OrderFault
 
     _, db = orders_db
     broker = await leader_broker(sim)
@@ -260,7 +260,7 @@ async def test_the_order_path_rides_out_a_postgres_outage(sim: Any) -> None:
     reports itself degraded; PostgreSQL back on the same port: both recover by themselves, and every
     order recorded before or after was sent exactly once."""
     from storage import StorageUnavailable
-    from tests.support.postgres import postgres_server
+    from testkit.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it
     server = await asyncio.to_thread(own.__enter__)

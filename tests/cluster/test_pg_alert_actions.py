@@ -1,4 +1,4 @@
-"""Alert actions on PostgreSQL (alerts/pg_actions.py, daemon/cluster_actions.py), against a real
+"""Alert actions on PostgreSQL (alerts/pg_actions.py, daemon/parts/cluster_actions.py), against a real
 server: the order intent is recorded in the firing transaction — present exactly when the alert
 fired (a rolled-back firing leaves neither), a refusal inside it leaves the firing and no intent —;
 the pushed frame waits for the outcome and then takes the principal's next number, after frames
@@ -24,7 +24,7 @@ from alerts.pg_store import PgAlertStore
 from alerts.push import PushHub
 from brokers.models import ExchangeOrder
 from cluster.orders import ORDER_JSON, OrderIntents
-from daemon.cluster_actions import ClusterActionExecutor
+from daemon.parts.cluster_actions import ClusterActionExecutor
 from storage import PostgresDatabase
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]

@@ -1,5 +1,5 @@
 """Notification channels on a cluster: the outbox on PostgreSQL (alerts/pg_outbox.py) and its one
-deliverer at a time (daemon/cluster_channels.py).
+deliverer at a time (daemon/worker/channels.py).
 
 The single node's delivery tests (tests/alerts/test_outbox_delivery.py) and rate, digest and
 refusal tests (tests/alerts/test_channels_rate.py) run unchanged on the PostgreSQL outbox; here
@@ -26,8 +26,10 @@ from alerts.pg_actions import PgActionOutcomes
 from alerts.pg_outbox import OUTBOX_CHANNEL, PgOutboxStore, enqueue, set_action
 from alerts.pg_store import PgAlertStore
 from config import Settings, WebhookChannel
-from daemon.cluster_channels import LEASE_NAME, ChannelDelivery
+from daemon.worker.channels import LEASE_NAME, ChannelDelivery
 from storage import PostgresDatabase
+from testkit.channel_receivers import Receiver
+from testkit.workers import until
 from tests.alerts.test_channels_rate import (  # noqa: F401 - collected here with the PostgreSQL outbox
     test_a_failed_digest_leaves_every_row_pending_then_marks_them_together,
     test_a_flood_goes_as_digests_at_the_channel_rate_nothing_dropped_or_doubled,
@@ -48,8 +50,6 @@ from tests.alerts.test_outbox_delivery import (  # noqa: F401 - collected here w
     test_wake_delivers_new_rows_without_polling,
 )
 from tests.alerts.test_outbox_routing import alert, firing
-from tests.support.channel_receivers import Receiver
-from tests.support.workers import until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process, pytest.mark.timeout(120)]
 ROUTING = ChannelRouting(known=frozenset({"ops", "phone"}), all_principals=("ops",))

@@ -263,7 +263,7 @@ async def test_postgres_away_neither_accepts_nor_signs_out_a_session() -> None:
     """The server stopped: every operation raises StorageUnavailable naming what was not done (a
     session that cannot be checked is neither valid nor invalid); back on the same port, the same
     session verifies again."""
-    from tests.support.postgres import postgres_server
+    from testkit.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it
     server = await asyncio.to_thread(own.__enter__)

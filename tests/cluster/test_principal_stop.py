@@ -34,10 +34,10 @@ from mcp_bridge.oauth.pg_store import PgOAuthStore
 from mcp_bridge.oauth.store import RefreshRow
 from mcp_bridge.pg_tokens import PgTokenStore
 from storage import PostgresDatabase
+from testkit.daemon_proc import clean_env
+from testkit.workers import real_clock_simulator
 from tests.cluster.test_cluster_lists import SYMBOL, _oco, _on_exchange, leading
 from tests.cluster.test_order_leader import ACCOUNT, TTL_S, exchange_orders, leader_broker
-from tests.support.daemon_proc import clean_env
-from tests.support.workers import real_clock_simulator
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

@@ -1,4 +1,4 @@
-"""Push announcements over a real nats-server (daemon/push_bus.py): the worker's announcer publishes
+"""Push announcements over a real nats-server (daemon/parts/push_bus.py): the worker's announcer publishes
 each principal's new frame numbers after a commit, a front's listener hands them to its relay; with
 NATS stopped the announcer keeps them, says why it is not ready and publishes them once NATS is
 back, and the listener's connection count grows so the front's relay re-reads.  Settings that
@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from cluster.bus import Bus
 from cluster.bus_streams import NOTIFY_STREAM, BusLimits
 from config import load_settings
-from daemon.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
+from daemon.parts.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
 from storage import PostgresDatabase
-from tests.support.daemon_proc import clean_env
-from tests.support.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary
-from tests.support.nginx import free_port
-from tests.support.workers import until
+from testkit.daemon_proc import clean_env
+from testkit.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary
+from testkit.nginx import free_port
+from testkit.workers import until
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

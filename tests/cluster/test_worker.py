@@ -8,7 +8,7 @@ must have fired iff a trade after its arming reached its level; none may fire ot
 ``alert_events`` holds at most one row per alert (its primary key) — checked as a count anyway.
 After the kills every market's window, on the worker holding it, equals the simulator's klines
 (``GET /window`` against ``/api/v3/klines``: gap-free, bar for bar).  Every notification goes to a
-webhook channel too (daemon/cluster_channels.py), and the worker holding the channel lease is one
+webhook channel too (daemon/worker/channels.py), and the worker holding the channel lease is one
 of the killed: every fired alert's notification reaches the webhook, none that did not fire.
 """
 
@@ -28,8 +28,8 @@ import pytest
 from alerts.models import Alert
 from alerts.pg_store import PgAlertStore
 from storage import PostgresDatabase
-from tests.support.channel_receivers import Receiver
-from tests.support.workers import Workers, real_clock_simulator, until, window_problems
+from testkit.channel_receivers import Receiver
+from testkit.workers import Workers, real_clock_simulator, until, window_problems
 
 pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 

@@ -1,4 +1,4 @@
-"""Commands to the workers over NATS (cluster/bus_commands.py, daemon/worker_commands.py): a
+"""Commands to the workers over NATS (cluster/bus_commands.py, daemon/worker/bus_commands.py): a
 ``chartgen worker`` process on ``bus = "nats"`` with a 30 s heartbeat, a real nats-server and
 PostgreSQL, the simulator as the exchange.
 
@@ -21,10 +21,10 @@ import pytest
 
 from cluster.membership import Membership
 from storage import PostgresDatabase
+from testkit.nats import NatsServer, nats_env
+from testkit.nginx import free_port
+from testkit.workers import Workers, real_clock_simulator, until, window_problems
 from tests.daemon.test_cli_state_options import chartgen
-from tests.support.nats import NatsServer, nats_env
-from tests.support.nginx import free_port
-from tests.support.workers import Workers, real_clock_simulator, until, window_problems
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

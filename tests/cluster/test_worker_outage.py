@@ -33,15 +33,15 @@ import pytest
 
 from alerts.models import Alert, Subscription
 from alerts.pg_store import PgAlertStore
-from daemon.cluster_command import CLUSTER_MIGRATIONS
+from daemon.commands.cluster import CLUSTER_MIGRATIONS
 from mcp_bridge.pg_tokens import PgTokenStore
 from mcp_bridge.scopes import ALL_SCOPES
 from storage import PostgresDatabase
-from tests.support.channel_receivers import Receiver
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.leaders import leader_env, lease_holder, start_leader, stop_leaders
-from tests.support.nginx import free_port
-from tests.support.workers import Workers, next_alert_frame, owners, real_clock_simulator, until
+from testkit.channel_receivers import Receiver
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders
+from testkit.nginx import free_port
+from testkit.workers import Workers, next_alert_frame, owners, real_clock_simulator, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.process]
 
@@ -69,7 +69,7 @@ async def _post(http: aiohttp.ClientSession, sim: Any, symbol: str, price: float
 
 @pytest.mark.slow
 async def test_workers_ride_out_a_postgres_outage(sim: Any, tmp_path: Path) -> None:
-    from tests.support.postgres import postgres_server
+    from testkit.postgres import postgres_server
 
     own = postgres_server()  # a server of its own: this test stops it
     server = await asyncio.to_thread(own.__enter__)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
 from config.settings import load_settings
-from daemon.cli import settings_problems
+from daemon.commands.cli import settings_problems
 
 GOOD = """
 notify_all_channels = ["ops"]

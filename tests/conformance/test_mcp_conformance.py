@@ -27,9 +27,9 @@ import pytest
 import pytest_asyncio
 
 from mcp_bridge.tools.catalog import TOOL_NAMES
-from tests.support.bearer_proxy import BearerProxy
-from tests.support.daemon_proc import DaemonProc, clean_env, start_daemon
-from tests.support.external import node_tool
+from testkit.bearer_proxy import BearerProxy
+from testkit.daemon_proc import DaemonProc, clean_env, start_daemon
+from testkit.external import node_tool
 
 # one daemon for the whole module: its start-up (simulator, warm-up) dominates otherwise
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]

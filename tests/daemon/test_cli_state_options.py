@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import hoist_state_options
+from daemon.commands.cli import hoist_state_options
 
 
 async def chartgen(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
@@ -127,12 +127,12 @@ async def test_the_daemon_modes_create_trades_log_private(tmp_path: Path) -> Non
     data = tmp_path / "data"
     script = (
         "import sys\n"
-        "import daemon.modes as modes\n"
+        "import daemon.single.modes as modes\n"
         "from daemon.trades_log import TradesLog\n"
         "async def run_http(settings, **kwargs):\n"
         "    await TradesLog(settings.resolved_data_dir() / 'trades.log').append(['ALERT_TRIGGERED x'])\n"
         "modes.run_http = run_http\n"
-        "from daemon.cli import main\n"
+        "from daemon.commands.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTGEN_", "BINANCE_"))}

@@ -23,8 +23,8 @@ from cluster.lease import Leases
 from cluster.membership import Membership, owner_of
 from cluster.orders import OrderIntents
 from storage import PostgresDatabase
+from testkit.nginx import free_port
 from tests.daemon.test_cli_state_options import chartgen
-from tests.support.nginx import free_port
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
 

@@ -16,18 +16,17 @@ from typing import Any, ClassVar
 import aiohttp
 import pytest
 
-import brokers.simulator.app as sim_app
-from brokers.simulator.faults import RESTRICTED_LOCATION_MSG
 from config import load_settings
-from daemon.engine_runtime import engine_config
-from daemon.modes import announce_not_ready, daemon_readiness, daemon_status, status_line
+from daemon.parts.engine import engine_config
+from daemon.single.modes import announce_not_ready, daemon_readiness, daemon_status, status_line
 from engine.feed.health import REFUSED_HINT
 from engine.feed.stream_manager import StreamManager
 from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
+from simulator import RESTRICTED_LOCATION_MSG, start_simulator
+from testkit.daemon_proc import start_daemon
 from tests.engine.test_refused_location import until
-from tests.support.daemon_proc import start_daemon
 
 WAIT = 30.0
 REFUSED_REGION = {
@@ -42,7 +41,7 @@ async def _fault(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) ->
 
 
 async def test_readiness_status_line_and_banner_name_the_refusal_then_clear() -> None:
-    sim = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"], seed=5)
+    sim = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"], seed=5)
     try:
         async with aiohttp.ClientSession() as http:
             await _fault(http, sim.url, REFUSED_REGION)

@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from config import load_settings
-from daemon.engine_runtime import engine_config, running_engine
+from daemon.parts.engine import engine_config, running_engine
 from tests.engine.fake_binance import FakeBinance
 
 

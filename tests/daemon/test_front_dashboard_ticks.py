@@ -1,4 +1,4 @@
-"""A cluster front's dashboard prices (daemon/front_dashboard.py ``FrontPages.on_tick``): a worker's
+"""A cluster front's dashboard prices (daemon/front/dashboard.py ``FrontPages.on_tick``): a worker's
 tick on NATS reaches each open page once per followed interval of its symbol, with that interval's
 bar time; an older tick (a hand-over's late one) reaches nobody (cluster/bus_prices.py)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.bus_prices import BusPrices, TickMessage
-from daemon.front_dashboard import FrontPages
+from daemon.front.dashboard import FrontPages
 from engine.events import Tick
 
 

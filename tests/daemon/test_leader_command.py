@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from config import Settings
-from daemon.leader_command import LeaderRole, leader_app, leader_problem, main
+from daemon.leader.command import LeaderRole, leader_app, leader_problem, main
 
 KEYS = {"binance_api_key": SecretStr("k"), "binance_api_secret": SecretStr("s")}
 DSN = {"postgres_dsn": SecretStr("postgresql://u:p@127.0.0.1:5432/db")}

@@ -16,7 +16,7 @@ import structlog
 
 from daemon.logging import configure_logging
 from daemon.scheduler import DaemonScheduler
-from tests.support.daemon_proc import LogTail, start_daemon
+from testkit.daemon_proc import LogTail, start_daemon
 
 
 def test_json_tracebacks_carry_no_local_variables() -> None:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
-from tests.support.daemon_proc import DaemonProc, mcp_client, start_daemon
+from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from brokers.models import BrokerError
-from daemon.modes import daemon_readiness, status_line
-from daemon.orders_runtime import _reconcile, broker_readiness
+from daemon.parts.orders import _reconcile, broker_readiness
+from daemon.single.modes import daemon_readiness, status_line
 
 
 class FakeOrders:

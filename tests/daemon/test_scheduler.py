@@ -19,8 +19,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from brokers.schedules.service import client_id
 from daemon.scheduler import DaemonScheduler
+from testkit.daemon_proc import DaemonProc, mcp_client, running_daemon
 from tests.brokers.test_schedules import BUY, rig_on
-from tests.support.daemon_proc import DaemonProc, mcp_client, running_daemon
 
 DAEMON_JOBS = {"order-reconcile", "binance-time-sync", "alert-expiry", "push-queue-ttl"}
 

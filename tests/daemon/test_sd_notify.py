@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_proc import start_daemon
+from testkit.daemon_proc import start_daemon
 
 pytestmark = pytest.mark.process
 

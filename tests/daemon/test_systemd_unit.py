@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.external import ROOT, required, which
+from testkit.external import ROOT, required, which
 
 UNIT = ROOT / "systemd" / "chartgen.service"
 

@@ -15,7 +15,7 @@ from mcp import Client
 from engine.indicators.registry import parse_requests
 from engine.indicators.runner import compute_sync
 from engine.market_data.binance_rest import rows_to_bars
-from tests.support.daemon_proc import mcp_client, start_daemon
+from testkit.daemon_proc import mcp_client, start_daemon
 
 pytestmark = pytest.mark.process
 

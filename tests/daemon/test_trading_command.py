@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import STATELESS_SUBCOMMANDS, SUBCOMMANDS, hoist_state_options
+from daemon.commands.cli import STATELESS_SUBCOMMANDS, SUBCOMMANDS, hoist_state_options
 from tests.daemon.test_cli_state_options import chartgen
 
 # one harmless invocation of each subcommand: (arguments after the subcommand, stdin)
@@ -92,7 +92,7 @@ async def test_trading_needs_an_action_and_names_them(tmp_path: Path) -> None:
 def test_the_trading_lock_tells_whether_a_trading_daemon_runs(tmp_path: Path) -> None:
     import os
 
-    from daemon.halt_runtime import daemon_running, hold_lock, lock_path
+    from daemon.parts.halt import daemon_running, hold_lock, lock_path
 
     db = tmp_path / "chartgen.db"
     assert not daemon_running(db)  # no lock file yet
@@ -112,7 +112,7 @@ async def test_status_surfaces_show_a_halt_first_and_stay_ready() -> None:
 
     from brokers.halt import HaltState
     from daemon.metrics import DaemonMetrics
-    from daemon.modes import daemon_readiness, daemon_status, status_line
+    from daemon.single.modes import daemon_readiness, daemon_status, status_line
 
     class Engine:
         markets = (("BTCUSDT", "1m"),)

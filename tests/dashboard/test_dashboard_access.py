@@ -16,8 +16,8 @@ import pytest
 from daemon.database import ALL_MIGRATIONS
 from dashboard.sessions import SessionStore
 from storage import Database
-from tests.support.daemon_proc import DaemonProc, create_token, start_daemon
-from tests.support.oauth import PASSPHRASE, set_passphrase
+from testkit.daemon_proc import DaemonProc, create_token, start_daemon
+from testkit.oauth import PASSPHRASE, set_passphrase
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -223,7 +223,7 @@ async def test_one_passphrase_budget_for_the_dashboard_and_the_consent_page(tmp_
 
     import httpx2
 
-    from tests.support.oauth import REDIRECT, pkce, register, ticked
+    from testkit.oauth import REDIRECT, pkce, register, ticked
 
     await set_passphrase(tmp_path)
     proc = await start_daemon(["--serve"], data_dir=tmp_path)

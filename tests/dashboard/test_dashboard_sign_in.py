@@ -16,10 +16,10 @@ import pytest
 
 from dashboard.auth import COOKIE
 from dashboard.device_cookies import DEVICE_COOKIE
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.oauth import PASSPHRASE, set_passphrase
 from tests.daemon.test_cli_state_options import chartgen
 from tests.dashboard.test_dashboard_access import browser_session, sign_in
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.oauth import PASSPHRASE, set_passphrase
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(120)]
 

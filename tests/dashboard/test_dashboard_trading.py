@@ -32,10 +32,10 @@ from dashboard.sessions import Session
 from mcp_bridge.rebinding import security_settings
 from mcp_bridge.tools import Services
 from storage import StorageUnavailable
+from testkit.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
+from testkit.external import chromium
+from testkit.oauth import set_passphrase
 from tests.dashboard.test_dashboard_access import browser_session, csrf_of, sign_in
-from tests.support.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
-from tests.support.external import chromium
-from tests.support.oauth import set_passphrase
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -322,8 +322,8 @@ async def test_while_the_database_is_away_the_panel_answers_503() -> None:
 @pytest.mark.process
 async def test_the_operator_halts_and_resumes_in_the_panel(tmp_path: Path) -> None:
     chromium()  # skipped (failed under CI) when Chromium is missing, before anything starts
-    from tests.dashboard.test_dashboard_browser import Page, browser
-    from tests.dashboard.test_dashboard_browser import sign_in as browser_sign_in
+    from testkit.browser import Page, browser
+    from testkit.browser import sign_in as browser_sign_in
 
     await set_passphrase(tmp_path)
     alice = await create_token(tmp_path, "alice", "charts,alerts,trade")

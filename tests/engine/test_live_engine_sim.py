@@ -21,11 +21,11 @@ import aiohttp
 import numpy as np
 import pytest
 
-from brokers.simulator import app as sim_app  # imported, never skipped: a broken simulator must fail the run
 from engine.feed.stream_settings import StreamSettings
 from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.rate_gate import RateGate
+from simulator import start_simulator  # imported, never skipped: a broken simulator must fail the run
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ async def in_sync(engine: LiveEngine, sim: Sim) -> None:
 
 @asynccontextmanager
 async def started(symbols: list[str], **kw: Any) -> AsyncIterator[Any]:
-    running = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=symbols, seed=11, **kw)
+    running = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=symbols, seed=11, **kw)
     try:
         yield running
     finally:

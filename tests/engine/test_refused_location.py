@@ -17,8 +17,6 @@ import aiohttp
 import ccxt
 import pytest
 
-import brokers.simulator.app as sim_app
-from brokers.simulator.faults import RESTRICTED_LOCATION_MSG
 from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange, refusal_status
 from engine.feed.health import REFUSED_HINT, LastError
 from engine.feed.stream_manager import StreamManager
@@ -27,6 +25,7 @@ from engine.live import EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import MarketDataError
 from engine.market_data.rate_gate import RateGate
+from simulator import RESTRICTED_LOCATION_MSG, start_simulator
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +56,7 @@ async def until(predicate: Callable[[], bool], what: Callable[[], Any]) -> None:
 
 @asynccontextmanager
 async def engine_on_sim(*faults: dict[str, Any]) -> AsyncIterator[tuple[LiveEngine, aiohttp.ClientSession, str]]:
-    sim = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"], seed=3)
+    sim = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"], seed=3)
     try:
         async with aiohttp.ClientSession() as session:
             for body in faults:
@@ -164,7 +163,7 @@ async def test_a_failed_warm_up_and_a_refused_stream_are_both_named_in_one_reaso
 
 
 async def test_rest_refusals_carry_the_status_and_binances_words() -> None:
-    sim = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
+    sim = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
     try:
         async with aiohttp.ClientSession() as session:
             await fault(session, sim.url, {"http_error": {"status": 451, "count": 1}})
@@ -182,7 +181,7 @@ async def test_rest_refusals_carry_the_status_and_binances_words() -> None:
 
 
 async def test_the_simulator_refuses_stream_handshakes_until_told_to_stop() -> None:
-    sim = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
+    sim = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
     try:
         async with aiohttp.ClientSession() as session:
             await fault(session, sim.url, {"refuse_streams": {"status": 451}})
@@ -203,7 +202,7 @@ async def test_the_simulator_refuses_stream_handshakes_until_told_to_stop() -> N
 
 async def test_the_ccxt_feed_names_a_refused_handshake_and_waits_minutes() -> None:
     """ccxt's own binance class: its 451 error text is classified like ours, and the stream backs off for minutes."""
-    sim = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
+    sim = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=["BTCUSDT"])
     exchange = build_pro_exchange("binance", urls={"public": sim.url + "/api/v3", "ws": {"spot": sim.ws_url + "/ws"}})
     try:
         async with aiohttp.ClientSession() as session:

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.market_data.rate_gate as rate_gate
-from brokers.simulator import app as sim_app
 from engine.feed.backfill import BackfillScheduler
 from engine.feed.stream_settings import StreamSettings
 from engine.live import READINESS_MARKETS, EngineConfig, LiveEngine
 from engine.market_data.binance_rest import BinanceRest
 from engine.market_data.errors import RateLimited
 from engine.market_data.rate_gate import RateGate
+from simulator import start_simulator
 
 
 async def test_the_scheduler_serves_ranked_keys_first_then_in_request_order() -> None:
@@ -48,7 +48,7 @@ async def test_markets_with_armed_alerts_warm_first_and_readiness_shows_progress
     follows its markets) are warm before any other; /readyz's first reason counts the warm ones."""
     symbols = [f"P{i:02d}USDT" for i in range(30)]
     urgent = {symbols[i] for i in (3, 11, 17, 25, 29)}
-    running = await sim_app.start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=symbols, seed=3)
+    running = await start_simulator(host="127.0.0.1", port=0, clock="manual", symbols=symbols, seed=3)
     try:
         async with aiohttp.ClientSession() as session:
             engine = LiveEngine(

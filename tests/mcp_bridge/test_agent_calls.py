@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from brokers.guard import LimitExceeded
 from brokers.halt import TradingHalted
 from brokers.models import BrokerError
-from brokers.service import OrderInputError
+from brokers.orders.guard import LimitExceeded
+from brokers.orders.service import OrderInputError
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from engine.market_data.errors import MarketDataError, RateLimited

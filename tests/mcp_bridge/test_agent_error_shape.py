@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from mcp_bridge.tools.catalog import CATALOG
-from tests.support.daemon_proc import create_token, mcp_client, running_daemon
+from testkit.daemon_proc import create_token, mcp_client, running_daemon
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_bridge.tools.catalog import CATALOG, TOOL_NAMES
-from tests.support.daemon_proc import clean_env, create_token, mcp_client
-from tests.support.sim_daemon import sim_env, start_on_sim
+from testkit.daemon_proc import clean_env, create_token, mcp_client
+from testkit.sim_daemon import sim_env, start_on_sim
 
 pytestmark = pytest.mark.timeout(300)
 

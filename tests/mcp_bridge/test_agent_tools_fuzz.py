@@ -19,7 +19,7 @@ from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import CATALOG
-from tests.support.strategies import json_values as shared_json_values
+from testkit.strategies import json_values as shared_json_values
 
 ROUTER = ToolRouter(Services(charts=ChartService(None, InlineRenderer()), max_bars=300))
 AGENT = [u.listing() for u in CATALOG if u.listing().output_schema is not None]

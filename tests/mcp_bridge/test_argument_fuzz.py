@@ -12,8 +12,8 @@ from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
-from tests.support.strategies import json_scalars as shared_json_scalars
-from tests.support.strategies import json_values as shared_json_values
+from testkit.strategies import json_scalars as shared_json_scalars
+from testkit.strategies import json_values as shared_json_values
 
 ROUTER = ToolRouter(Services(charts=ChartService(None, InlineRenderer()), max_bars=300))
 

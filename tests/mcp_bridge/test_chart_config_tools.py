@@ -18,7 +18,7 @@ from engine.indicators.registry import all_indicators
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.chart_validation import parse_chart, validate
-from tests.support.daemon_proc import mcp_client, running_daemon
+from testkit.daemon_proc import mcp_client, running_daemon
 
 
 @pytest.fixture

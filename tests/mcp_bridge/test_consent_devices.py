@@ -38,9 +38,9 @@ from mcp_bridge.oauth.routes import oauth_routes
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 from storage import Database
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
 from tests.dashboard.test_dashboard_sign_in import from_address, spend_the_global_budget
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
 
 pytestmark = pytest.mark.timeout(120)
 

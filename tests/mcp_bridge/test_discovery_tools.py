@@ -23,8 +23,8 @@ from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.agent_calls import RESULT_CACHE
 from mcp_bridge.tools.discovery import use_search
-from tests.support.daemon_proc import mcp_client, running_daemon
-from tests.support.http_stub import http_stub
+from testkit.daemon_proc import mcp_client, running_daemon
+from testkit.http_stub import http_stub
 
 QUOTES = [
     {

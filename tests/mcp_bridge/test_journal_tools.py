@@ -17,7 +17,7 @@ from mcp_bridge.scopes import ALERTS, CHARTS
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from storage import Database
-from tests.support.daemon_proc import create_token, mcp_client, running_daemon
+from testkit.daemon_proc import create_token, mcp_client, running_daemon
 
 SCOPES = frozenset({CHARTS, ALERTS})
 

@@ -18,17 +18,16 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.faults import HttpErrorFault
 from engine.market_data.history import period_start
 from engine.market_data.source import MarketData
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import market as market_tools
 from mcp_bridge.tools.agent_calls import RESULT_CACHE
 from mcp_bridge.tools.context import Services
-from tests.support.daemon_proc import create_token, mcp_client
-from tests.support.http_stub import http_stub
-from tests.support.sim_daemon import sim_env, start_on_sim, tool_json
+from simulator import HttpErrorFault, RunningSimulator, start_simulator
+from testkit.daemon_proc import create_token, mcp_client
+from testkit.http_stub import http_stub
+from testkit.sim_daemon import sim_env, start_on_sim, tool_json
 
 DAY_MS = 86_400_000
 FIELDS = ["price", "change", "change_percent", "volume", "timestamp"]

@@ -28,9 +28,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.external import chromium
-from tests.support.oauth import PASSPHRASE, pkce, set_passphrase
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.external import chromium
+from testkit.oauth import PASSPHRASE, pkce, set_passphrase
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(180)]
 

@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.oauth import (
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.oauth import (
     PASSPHRASE,
     REDIRECT,
     authorized,

@@ -17,7 +17,7 @@ from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 from storage import Database
-from tests.support.oauth import REDIRECT, client, pkce
+from testkit.oauth import REDIRECT, client, pkce
 
 pytestmark = pytest.mark.slow
 

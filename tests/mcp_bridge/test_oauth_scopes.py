@@ -16,8 +16,8 @@ from mcp_bridge.oauth.consent import redirect_host
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.scopes import CHARTS, TOOL_SCOPES
 from mcp_bridge.tools.catalog import TOOL_NAMES
-from tests.support.daemon_proc import DaemonProc, start_daemon
-from tests.support.oauth import (
+from testkit.daemon_proc import DaemonProc, start_daemon
+from testkit.oauth import (
     PASSPHRASE,
     REDIRECT,
     authorized,

@@ -26,8 +26,8 @@ from mcp_bridge.oauth.routes import oauth_routes
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 from storage import Database
-from tests.support.daemon_proc import start_daemon
-from tests.support.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
+from testkit.daemon_proc import start_daemon
+from testkit.oauth import PASSPHRASE, REDIRECT, client, pkce, register, set_passphrase
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 

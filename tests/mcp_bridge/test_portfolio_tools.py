@@ -18,13 +18,13 @@ import pytest
 from aiohttp import web
 from mcp import Client
 
-from brokers.simulator.app import RunningSimulator
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools.context import Services
-from tests.support.daemon_proc import create_token, mcp_client
-from tests.support.http_stub import http_stub
-from tests.support.risk_oracle import percentile
-from tests.support.sim_daemon import sim_env, start_on_sim
+from simulator import RunningSimulator
+from testkit.daemon_proc import create_token, mcp_client
+from testkit.http_stub import http_stub
+from testkit.risk_oracle import percentile
+from testkit.sim_daemon import sim_env, start_on_sim
 
 pytestmark = pytest.mark.timeout(240)
 

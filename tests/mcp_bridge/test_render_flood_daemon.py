@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.daemon_proc import create_token, start_daemon
+from testkit.daemon_proc import create_token, start_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 

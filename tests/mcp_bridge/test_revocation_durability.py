@@ -10,7 +10,7 @@ from __future__ import annotations
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore
 from storage import Database
-from tests.support.sqlite_trace import FULL, NORMAL, committed_under
+from testkit.sqlite_trace import FULL, NORMAL, committed_under
 
 
 async def test_token_revocation_commits_with_full(db: Database) -> None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brokers.models import BrokerError
-from brokers.order_checks import SafetyLimits
+from brokers.orders.checks import SafetyLimits
 from engine.charts.pool import InlineRenderer
 from engine.charts.service import ChartService
 from mcp_bridge.scopes import TOOL_SCOPES, TRADE
@@ -22,8 +22,8 @@ from mcp_bridge.server import ToolRouter
 from mcp_bridge.tool_specs import TOOLS
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import TOOL_NAMES
+from testkit.strategies import json_values
 from tests.brokers.test_schedules import BUY, Clock, D, Rig, rig_on
-from tests.support.strategies import json_values
 
 RUNNER = asyncio.Runner()
 _RIG: list[Rig] = []

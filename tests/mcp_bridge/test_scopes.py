@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.http_server import serving as serve_app
-from daemon.modes import token_authenticator
+from daemon.single.modes import token_authenticator
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.scopes import (
     ADMIN,
@@ -36,8 +36,8 @@ from mcp_bridge.tools import Services
 from mcp_bridge.tools.catalog import TOOL_NAMES
 from mcp_bridge.tools.unit import ToolContext
 from storage import Database
-from tests.support.daemon_proc import mcp_client
-from tests.support.oauth import tools_call, tools_list
+from testkit.daemon_proc import mcp_client
+from testkit.oauth import tools_call, tools_list
 
 TRADE_TOOLS = {"place_order", "cancel_order", "get_orders", "get_positions", "get_balance"}
 TRADE_TOOLS |= {"schedule_order", "list_schedules", "cancel_schedule"}

@@ -15,7 +15,7 @@ import pytest
 from mcp_bridge.token_cache import marker_for
 from mcp_bridge.tokens import TokenStore
 from storage import Database
-from tests.support.daemon_proc import DaemonProc, clean_env, create_token, start_daemon
+from testkit.daemon_proc import DaemonProc, clean_env, create_token, start_daemon
 
 
 async def test_a_cached_token_is_served_from_memory_and_dropped_on_revocation(db: Database) -> None:

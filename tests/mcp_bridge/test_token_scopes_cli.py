@@ -12,8 +12,8 @@ import httpx2
 import pytest
 
 from mcp_bridge.tools.catalog import TOOL_NAMES
-from tests.support.daemon_proc import clean_env, create_token, mcp_client, start_daemon
-from tests.support.oauth import tools_call, tools_list
+from testkit.daemon_proc import clean_env, create_token, mcp_client, start_daemon
+from testkit.oauth import tools_call, tools_list
 
 pytestmark = pytest.mark.process
 

@@ -75,7 +75,7 @@ async def test_a_failing_step_is_named_and_leaves_the_database_as_it_was(postgre
 
 
 async def test_an_unreachable_server_is_named_by_its_setting_without_the_password(postgres: Any) -> None:
-    from tests.support.nginx import free_port
+    from testkit.nginx import free_port
 
     dsn = f"postgresql://chartgen:s3cret-pw@127.0.0.1:{free_port()}/nowhere"
     with pytest.raises(DatabaseError) as refused:

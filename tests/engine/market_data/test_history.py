@@ -14,8 +14,6 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brokers.simulator.app import RunningSimulator
-from brokers.simulator.market import INTERVAL_MS
 from engine.bars import Bars
 from engine.market_data.errors import MarketDataError
 from engine.market_data.history import (
@@ -33,7 +31,8 @@ from engine.market_data.history import (
     period_start,
 )
 from engine.market_data.source import MarketData
-from tests.support.http_stub import http_stub
+from simulator import INTERVAL_MS, RunningSimulator
+from testkit.http_stub import http_stub
 
 DAY = 86_400
 NOW = datetime(2026, 11, 23, 21, 0, tzinfo=UTC).timestamp()

@@ -14,12 +14,11 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.simulator.app import RunningSimulator, start_simulator
-from brokers.simulator.faults import HttpErrorFault
 from engine.market_data.errors import MarketDataError, RateLimited
 from engine.market_data.quotes import QuoteSource, normalise
 from engine.market_data.source import MarketData
-from tests.support.http_stub import http_stub
+from simulator import HttpErrorFault, RunningSimulator, start_simulator
+from testkit.http_stub import http_stub
 
 SYMBOLS = [f"S{i:02d}USDT" for i in range(50)]
 TICKER = "GET /api/v3/ticker/24hr"

@@ -1,0 +1,1 @@
+"""binance: see the modules' docstrings."""

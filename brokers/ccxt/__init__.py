@@ -1,0 +1,1 @@
+"""ccxt: see the modules' docstrings."""

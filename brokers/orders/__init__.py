@@ -1,0 +1,1 @@
+"""orders: see the modules' docstrings."""

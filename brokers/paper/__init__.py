@@ -1,0 +1,1 @@
+"""paper: see the modules' docstrings."""

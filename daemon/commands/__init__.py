@@ -1,0 +1,1 @@
+"""commands: see the modules' docstrings."""

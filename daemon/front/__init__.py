@@ -1,0 +1,1 @@
+"""front: see the modules' docstrings."""

@@ -1,0 +1,1 @@
+"""leader: see the modules' docstrings."""

@@ -1,0 +1,1 @@
+"""parts: see the modules' docstrings."""

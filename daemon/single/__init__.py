@@ -1,0 +1,1 @@
+"""single: see the modules' docstrings."""

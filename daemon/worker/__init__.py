@@ -1,0 +1,1 @@
+"""worker: see the modules' docstrings."""
