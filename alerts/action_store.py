@@ -108,7 +108,7 @@ class UpdatedFrame:
 
 class OutcomeLog(Protocol):
     """What an :class:`~alerts.action_runner.ActionRunner` writes outcomes to: :class:`ActionOutcomes`
-    (SQLite) or :class:`~alerts.pg_actions.PgActionOutcomes` (PostgreSQL, whose ``record`` returns None)."""
+    (SQLite) or :class:`~alerts.pg_action_outcomes.PgActionOutcomes` (PostgreSQL, whose ``record`` returns None)."""
 
     async def pending(self) -> list[tuple[str, str]]: ...
 

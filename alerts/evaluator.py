@@ -33,9 +33,7 @@ from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.store import Fired
-from engine.events import BarClosed, IndicatorsUpdated, Lagged, Tick
-from engine.indicators.registry import IndicatorRequest, parse_requests
-from engine.market_data.intervals import interval_seconds
+from engine import BarClosed, IndicatorRequest, IndicatorsUpdated, Lagged, Tick, interval_seconds, parse_requests
 
 log = structlog.get_logger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from alerts.models import Alert
-from engine.indicators.registry import IndicatorRequest
+from engine import IndicatorRequest
 
 
 class _NoExchangeClock:

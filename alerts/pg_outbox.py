@@ -6,7 +6,7 @@ for a cluster, where several workers fire and one process at a time delivers.
   exactly when its alert fired, and sends ``NOTIFY chartgen_outbox`` in it: PostgreSQL delivers
   it at the commit, to whichever process delivers the channels (daemon/worker/channels.py).
 - :func:`set_action` writes an alert action's final outcome into the notification's undelivered
-  rows, in the transaction that makes the outcome final (alerts/pg_actions.py).
+  rows, in the transaction that makes the outcome final (alerts/pg_action_outcomes.py).
 - :class:`PgOutboxStore` is the sender's :class:`~alerts.outbox_store.Outbox`: the head of a
   channel's queue (each principal's oldest rows) and its state changes, each one statement (a
   digest message's rows are marked in one).

@@ -15,7 +15,7 @@ writing at once require:
 ``alert_events.seq`` (identity) orders the audit the way SQLite's rowid does.  Step 2 indexes
 alerts by market, which a cluster worker reads its share by.  Step 3 adds ``alert_actions`` (an
 alert action's client order id and outcome: ``pending`` until the order leader answered; the
-PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py).  Step 4 adds the
+PostgreSQL half of alerts/action_store.py, written by alerts/pg_actions.py and pg_action_outcomes.py).  Step 4 adds the
 notification channels' ``outbox`` (alerts/pg_outbox.py; SQLite's step 3); step 5 its
 ``outbox_principal_pending`` index (SQLite's step 5).
 """

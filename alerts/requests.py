@@ -17,11 +17,16 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from alerts.models import AlertKind, Trigger, is_alert_kind
-from engine.indicators.params import IndicatorError
-from engine.indicators.registry import IndicatorRequest, lookup, parse_requests
-from engine.market_data.errors import MarketDataError
-from engine.market_data.intervals import to_binance
-from engine.signals import SIGNAL_LABELS, emitters
+from engine import (
+    SIGNAL_LABELS,
+    IndicatorError,
+    IndicatorRequest,
+    MarketDataError,
+    emitters,
+    lookup,
+    parse_requests,
+    to_binance,
+)
 
 MAX_PRICE = 1e15
 MAX_NOTE = 500

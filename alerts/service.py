@@ -22,8 +22,7 @@ from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.requests import AlertInputError, AlertSpec, parse_set_alert
 from config import ChannelSettings
-from engine.indicators.registry import IndicatorRequest
-from engine.market_data.errors import MarketDataError
+from engine import IndicatorRequest, MarketDataError
 
 log = structlog.get_logger(__name__)
 

@@ -37,9 +37,7 @@ from alerts.price_book import Crossed, PriceBook
 from alerts.push import PushHub
 from alerts.repository import AlertRepository
 from alerts.store import Fired
-from engine.events import Tick
-from engine.market_data.intervals import interval_seconds
-from engine.market_data.trade_history import TradePrint
+from engine import Tick, TradePrint, interval_seconds
 from storage import StorageUnavailable
 
 log = structlog.get_logger(__name__)

@@ -30,14 +30,8 @@ from typing import Any, cast
 import aiohttp
 
 from bench.agent_common import pct, print_machine, quiet_logs
-from engine.events import Tick
-from engine.feed.stream_settings import StreamSettings
-from engine.live import EngineConfig, LiveEngine
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.source import MarketData
-from mcp_bridge.server import ToolRouter
-from mcp_bridge.tools.agent_calls import RESULT_CACHE
-from mcp_bridge.tools.context import Services
+from engine import BinanceRest, EngineConfig, LiveEngine, MarketData, StreamSettings, Tick
+from mcp_bridge import RESULT_CACHE, Services, ToolRouter
 from simulator import start_simulator
 
 SYMBOLS = [f"Q{i:02d}USDT" for i in range(50)]

@@ -25,20 +25,10 @@ from typing import Any, cast
 import aiohttp
 
 from bench.agent_common import pct, print_machine, quiet_logs
-from brokers.orders.guard import SafetyLimits
-from brokers.orders.service import OrderService
-from brokers.orders.store import OrderStore
-from brokers.paper.broker import PaperBroker
-from daemon.database import ALL_MIGRATIONS
-from daemon.parts.orders import EngineQuotes
-from engine.events import Tick
-from engine.feed.stream_settings import StreamSettings
-from engine.live import EngineConfig, LiveEngine
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.source import MarketData
-from engine.market_data.symbol_directory import SymbolDirectory
-from mcp_bridge.server import ToolRouter
-from mcp_bridge.tools.context import Services
+from brokers import OrderService, OrderStore, PaperBroker, SafetyLimits
+from daemon import ALL_MIGRATIONS, EngineQuotes
+from engine import BinanceRest, EngineConfig, LiveEngine, MarketData, StreamSettings, SymbolDirectory, Tick
+from mcp_bridge import Services, ToolRouter
 from simulator import start_simulator
 from storage import Database
 

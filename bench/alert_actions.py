@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from alerts.actions import action_client_id
+from alerts import action_client_id
 from bench.sim_limits import lift_order_limits
 from simulator import start_simulator
 

@@ -28,12 +28,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from alerts.evaluator import AlertEvaluator
-from alerts.models import Alert, Subscription
-from alerts.push import PushHub
-from alerts.store import AlertStore
+from alerts import Alert, AlertEvaluator, AlertStore, PushHub, Subscription
 from bench.alerts_push import bench_push_latency_and_set_alert, bench_tick_to_sse
-from engine.events import Tick
+from engine import Tick
 from storage import Database
 from testkit.null_market import NullMarket
 
@@ -130,7 +127,7 @@ async def bench_crossing(
     index take, the firing transaction (alert deleted, event, notification, push frame) and
     its commit.  Reports the quiet and the crossing ticks separately, and all ticks together.
     """
-    from daemon.database import ALL_MIGRATIONS
+    from daemon import ALL_MIGRATIONS
 
     rng = random.Random(11)
     now = time.time()
@@ -201,7 +198,7 @@ def bench_memory_subprocess() -> dict[str, float]:
 
 async def bench_mass_fire(n: int = 10_000) -> float:
     """Seconds from the tick that crosses ``n`` alerts to their committed firing (file-backed SQLite, WAL)."""
-    from daemon.database import ALL_MIGRATIONS
+    from daemon import ALL_MIGRATIONS
 
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "bench.db")

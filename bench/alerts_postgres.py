@@ -30,9 +30,7 @@ import time
 import uuid
 from typing import Any
 
-from alerts.models import Alert, Firing, Subscription
-from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
-from alerts.store import QueueLimits
+from alerts import PG_MIGRATIONS, Alert, Firing, PgAlertStore, QueueLimits, Subscription
 from bench.agent_common import pct, print_machine
 from storage import PostgresDatabase
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from engine.events import Tick
+from engine import Tick
 
 
 async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000.0) -> dict[str, Any]:
@@ -158,11 +158,8 @@ async def bench_tick_to_sse(
     the system-wide monotonic clock on Linux, so the latency spans process and socket.
     """
     from config import load_settings
-    from daemon.http_server import serving
-    from daemon.parts.services import daemon_services
-    from daemon.single.modes import token_authenticator
-    from mcp_bridge.http_app import build_http_app
-    from mcp_bridge.server import build_server
+    from daemon import daemon_services, serving, token_authenticator
+    from mcp_bridge import build_http_app, build_server
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(

@@ -25,12 +25,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from alerts.channels.sender import OutboxSender, RateBucket
-from alerts.models import Alert, Firing
-from alerts.outbox_store import ChannelRouting, OutboxStore
-from alerts.store import AlertStore
+from alerts import Alert, AlertStore, ChannelRouting, Firing, OutboxSender, OutboxStore, RateBucket
 from config import WebhookChannel
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from storage import Database
 from testkit.channel_receivers import Receiver
 

@@ -10,12 +10,9 @@ from typing import Any
 
 import aiohttp
 
-from daemon.http_server import serving
-from engine.charts.pool import ProcessPoolRenderer
-from engine.charts.service import ChartService
-from mcp_bridge.http_app import build_http_app
-from mcp_bridge.server import build_server
-from mcp_bridge.tools import Services
+from daemon import serving
+from engine import ChartService, ProcessPoolRenderer
+from mcp_bridge import Services, build_http_app, build_server
 
 CHART_ARGS = {"bars": 200, "width": 1920, "height": 1080, "indicators": ["ema_stack", "bbands", "rsi", "macd"]}
 

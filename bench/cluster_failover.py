@@ -36,9 +36,8 @@ from typing import Any
 
 from bench.agent_common import print_machine
 from bench.sim_limits import lift_order_limits
-from brokers.models import OrderRequest
-from cluster.order_leader import ORDER_PATH_MIGRATIONS
-from cluster.orders import OrderIntents, lease_name
+from brokers import OrderRequest
+from cluster import ORDER_PATH_MIGRATIONS, OrderIntents, lease_name
 from storage import PostgresDatabase
 
 ROOT = Path(__file__).resolve().parents[1]

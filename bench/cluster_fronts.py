@@ -83,9 +83,8 @@ async def _indexed(http: aiohttp.ClientSession, urls: list[str]) -> int:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from daemon.commands.cluster import CLUSTER_MIGRATIONS
-    from mcp_bridge.pg_tokens import PgTokenStore
-    from mcp_bridge.scopes import ALL_SCOPES
+    from daemon import CLUSTER_MIGRATIONS
+    from mcp_bridge import ALL_SCOPES, PgTokenStore
     from simulator import start_simulator
     from storage import PostgresDatabase
     from testkit.daemon_proc import DaemonProc, start_fronts

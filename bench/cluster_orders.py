@@ -58,10 +58,9 @@ async def _place(http: aiohttp.ClientSession, url: str, token: str, cid: str, qt
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cluster.orders import lease_name
-    from daemon.commands.cluster import CLUSTER_MIGRATIONS
-    from mcp_bridge.pg_tokens import PgTokenStore
-    from mcp_bridge.scopes import ALL_SCOPES
+    from cluster import lease_name
+    from daemon import CLUSTER_MIGRATIONS
+    from mcp_bridge import ALL_SCOPES, PgTokenStore
     from simulator import FEE, start_simulator
     from storage import PostgresDatabase
     from testkit.daemon_proc import DaemonProc, start_fronts

@@ -112,7 +112,7 @@ def _settled(
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import nats
 
-    from daemon.commands.cluster import CLUSTER_MIGRATIONS
+    from daemon import CLUSTER_MIGRATIONS
     from simulator import start_simulator
     from testkit.nats import running_nats
     from testkit.postgres import postgres_server

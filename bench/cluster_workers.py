@@ -124,9 +124,8 @@ async def _lags(db: PostgresDatabase, markets: list[str], window_s: float) -> li
 
 
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from alerts.models import Alert
-    from alerts.pg_store import PgAlertStore
-    from daemon.commands.cluster import CLUSTER_MIGRATIONS
+    from alerts import Alert, PgAlertStore
+    from daemon import CLUSTER_MIGRATIONS
     from simulator import start_simulator
     from testkit.postgres import postgres_server
     from testkit.workers import Workers, until, window_problems

@@ -21,12 +21,16 @@ from typing import Any
 import aiohttp
 
 from bench.ingest import bench_ingest_ceiling, bench_ingest_ours, bench_ingest_python_binance
-from engine.events import BarClosed, IndicatorsUpdated
-from engine.feed.stream_settings import StreamSettings
-from engine.indicators.registry import parse_requests
-from engine.live import EngineConfig, LiveEngine
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.rate_gate import RateGate
+from engine import (
+    BarClosed,
+    BinanceRest,
+    EngineConfig,
+    IndicatorsUpdated,
+    LiveEngine,
+    RateGate,
+    StreamSettings,
+    parse_requests,
+)
 
 
 # --- engine against the simulator (simulator in a child process) --------------------------

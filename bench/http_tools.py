@@ -23,9 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from daemon.database import ALL_MIGRATIONS
-from daemon.single.modes import token_authenticator
-from mcp_bridge.tokens import TokenStore
+from daemon import ALL_MIGRATIONS, token_authenticator
+from mcp_bridge import TokenStore
 from storage import Database
 
 CLIENTS = 32

@@ -10,13 +10,16 @@ from typing import Any
 import numpy as np
 import talib
 
-from engine.bars import Bars
-from engine.events import EventBus
-from engine.indicator_state import IndicatorEngine
-from engine.indicators.base import ComputeContext
-from engine.indicators.newest import from_result
-from engine.indicators.registry import all_indicators, parse_requests
-from engine.windows import RollingWindow
+from engine import (
+    Bars,
+    ComputeContext,
+    EventBus,
+    IndicatorEngine,
+    RollingWindow,
+    all_indicators,
+    from_result,
+    parse_requests,
+)
 
 
 def random_walk(n: int, seed: int = 7) -> Bars:

@@ -26,10 +26,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from engine.feed.stream_manager import StreamManager
-from engine.feed.stream_settings import StreamSettings
-from engine.feed.sync import WindowSync
-from engine.market_data.binance_rest import BinanceRest
+from engine import BinanceRest, StreamManager, StreamSettings, WindowSync
 
 INGEST_MESSAGES = 200_000
 INGEST_SYMBOLS = 1000

@@ -32,15 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.sim_limits import lift_order_limits
-from brokers.binance.broker import BinanceBroker
-from brokers.filters import SymbolRules
-from brokers.models import ExchangeOrder, OrderRequest
-from brokers.orders.service import OrderService, SafetyLimits
-from brokers.orders.store import MIGRATIONS, OrderStore
-from daemon.logging import configure_logging
-from daemon.trades_log import TradesLog
-from mcp_bridge.server import ToolRouter
-from mcp_bridge.tools import Services
+from brokers import (
+    ORDER_MIGRATIONS,
+    BinanceBroker,
+    ExchangeOrder,
+    OrderRequest,
+    OrderService,
+    OrderStore,
+    SafetyLimits,
+    SymbolRules,
+)
+from daemon import TradesLog, configure_logging
+from mcp_bridge import Services, ToolRouter
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, start_simulator
 from storage import Database
 
@@ -84,7 +87,7 @@ class TimingBroker:
 async def bench_overhead(n: int = 1000) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "bench.db")
-        await db.migrate([MIGRATIONS])
+        await db.migrate([ORDER_MIGRATIONS])
         broker = TimingBroker()
         svc = OrderService(
             broker,
@@ -226,7 +229,7 @@ async def bench_reconcile(n: int = 1000) -> dict[str, float]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             db = await Database.open(Path(tmp) / "bench.db")
-            await db.migrate([MIGRATIONS])
+            await db.migrate([ORDER_MIGRATIONS])
             broker = BinanceBroker(api_key=DEFAULT_API_KEY, api_secret=DEFAULT_API_SECRET, rest_url=sim.url)
             await broker.sync_time()
             svc = OrderService(broker, OrderStore(db), limits=SafetyLimits(None, None))

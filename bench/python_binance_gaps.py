@@ -43,10 +43,8 @@ from binance.exceptions import BinanceAPIException
 from binance.ws.constants import WSListenerState
 from binance.ws.websocket_api import WebsocketAPI
 
-from brokers.binance.user_stream import UserStream, UserStreamEnded
-from brokers.models import ExchangeOrder
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.errors import MarketDataError
+from brokers import ExchangeOrder, UserStream, UserStreamEnded
+from engine import BinanceRest, MarketDataError
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET, HttpErrorFault, RunningSimulator, start_simulator
 
 DROPS = 3

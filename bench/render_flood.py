@@ -225,9 +225,7 @@ async def bench_render_flood(workers: int, flood: int = FLOOD, b_charts: int = B
 
 def _series_job() -> int:
     """A 5000-bar series payload with the default chart indicators, built as a worker builds it."""
-    from engine.charts.jobs import ChartJob, run_chart_job
-    from engine.indicators.registry import parse_requests
-    from engine.sample_data import sample_bars
+    from engine import ChartJob, parse_requests, run_chart_job, sample_bars
 
     requests = tuple(parse_requests(["ema_stack", "cipher_b", "macd"]))
     job = ChartJob(sample_bars(5000), requests, (None,) * 3, symbol=None, interval="1h", format="series")

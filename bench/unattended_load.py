@@ -23,16 +23,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from alerts.action_runner import ActionRunner
-from alerts.action_store import ActionOutcomes
-from alerts.evaluator import AlertEvaluator
-from alerts.models import Alert
-from alerts.push import PushHub
-from alerts.store import AlertStore
+from alerts import ActionOutcomes, ActionRunner, Alert, AlertEvaluator, AlertStore, PushHub
 from bench.alerts import NullMarket
-from brokers.schedules.spec import parse_spec
-from brokers.schedules.store import ACTIVE, ScheduleRow, ScheduleStore
-from engine.events import Tick
+from brokers import ACTIVE, ScheduleRow, ScheduleStore, parse_spec
+from engine import Tick
 from storage import Database
 
 ALERTS = 100_000
@@ -83,7 +77,7 @@ def _schedules(n: int, now: float) -> list[ScheduleRow]:
 
 
 async def _fill(db_path: Path) -> None:
-    from daemon.database import ALL_MIGRATIONS
+    from daemon import ALL_MIGRATIONS
 
     db = await Database.open(db_path)
     try:
@@ -113,7 +107,7 @@ async def bench_tick_with_armed_actions(ticks: int = 200_000) -> dict[str, float
     now = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "bench.db")
-        from daemon.database import ALL_MIGRATIONS
+        from daemon import ALL_MIGRATIONS
 
         await db.migrate(ALL_MIGRATIONS)
         hub = PushHub()

@@ -20,9 +20,10 @@ is never below what the exchange charges.  The source says when a discount was l
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -48,7 +49,7 @@ class FeeRates:
 DEFAULT_RATES = FeeRates(BINANCE_DEFAULT_FEE, BINANCE_DEFAULT_FEE, "binance default 0.1%")
 
 
-def _fraction(value: Any, where: str) -> Decimal:
+def _fraction(value: object, where: str) -> Decimal:
     try:
         rate = Decimal(str(value))
     except InvalidOperation:
@@ -58,11 +59,11 @@ def _fraction(value: Any, where: str) -> Decimal:
     return rate
 
 
-def _rates(block: dict[str, Any], where: str) -> dict[str, Decimal]:
+def _rates(block: Mapping[str, object], where: str) -> dict[str, Decimal]:
     return {k: _fraction(block.get(k, "0"), f"{where}.{k}") for k in ("maker", "taker", "buyer", "seller")}
 
 
-def rates_from_symbol(res: dict[str, Any]) -> FeeRates:
+def rates_from_symbol(res: Mapping[str, object]) -> FeeRates:
     """``GET /api/v3/account/commission``'s answer (ValueError when it is not one)."""
     total = dict.fromkeys(("maker", "taker", "buyer", "seller"), Decimal(0))
     for kind in KINDS:
@@ -72,14 +73,14 @@ def rates_from_symbol(res: dict[str, Any]) -> FeeRates:
         if isinstance(block, dict):
             for k, v in _rates(block, kind).items():
                 total[k] += v
-    discount = res.get("discount") or {}
+    discount = res.get("discount")
     source = "account commission"
-    if discount.get("enabledForAccount") and discount.get("enabledForSymbol"):
+    if isinstance(discount, dict) and discount.get("enabledForAccount") and discount.get("enabledForSymbol"):
         source += f" ({discount.get('discountAsset', 'BNB')} discount not applied)"
     return FeeRates(total["maker"], total["taker"], source, total["buyer"], total["seller"])
 
 
-def rates_from_account(rates: Any) -> FeeRates | None:
+def rates_from_account(rates: object) -> FeeRates | None:
     """The ``commissionRates`` of ``GET /api/v3/account``; None when the answer has none (ValueError
     when they are not rates)."""
     if not isinstance(rates, dict):

@@ -169,7 +169,7 @@ def check_not_halted(conn: sqlite3.Connection) -> None:
         raise TradingHalted()
 
 
-def _state(row: Any) -> HaltState:
+def _state(row: sqlite3.Row | None) -> HaltState:
     if row is None:
         return HaltState()
     result = json.loads(row[6]) if row[6] else None

@@ -59,6 +59,10 @@ class CancelTarget(Protocol):
 
     async def on_update(self, update: ExchangeOrder) -> Any: ...
 
+    def sends_in_flight(self) -> bool:
+        """Whether this process is sending an order right now (admitted before the halt)."""
+        ...
+
 
 class Ownership(Protocol):
     """Who owns an order or an order list, as recorded when it was placed (None: no owner known)."""
@@ -152,12 +156,9 @@ async def _bounded(limit: asyncio.Semaphore, job: Awaitable[Any]) -> Any:
 
 async def _wait_in_flight(service: CancelTarget, timeout_s: float) -> None:
     """Let sends admitted before the halt finish, so their orders are open (and cancelled) or done."""
-    in_flight = getattr(service, "_in_flight", None)
-    if not in_flight:
-        return
     step = 0.01
     for _ in range(int(timeout_s / step)):
-        if not in_flight:
+        if not service.sends_in_flight():
             return
         await asyncio.sleep(step)  # bounded wait for this process's own sends; the service offers no event
 

@@ -20,14 +20,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from brokers.filters import SymbolRules
 from brokers.models import Balance, BrokerError
 from brokers.orders.service import OrderService
-from engine.market_data.errors import MarketDataError
+from engine import MarketDataError, QuoteSource
 
 log = structlog.get_logger(__name__)
 
@@ -155,10 +155,17 @@ class Venue(Protocol):
     async def last_price(self, symbol: str) -> Decimal | None: ...
 
 
+class LivePrices(Protocol):
+    """The engine's live trades (:class:`engine.live.LiveEngine`); it may also offer
+    ``exchange_time_ms(symbol)``, the exchange time of that trade, which :class:`Pricer` cites."""
+
+    def last_price(self, symbol: str) -> float | None: ...
+
+
 class Pricer:
     """Current prices of pairs: the engine's live trade, else the quote source, else the venue's ticker."""
 
-    def __init__(self, venue: Venue, engine: Any | None, quotes: Any | None) -> None:
+    def __init__(self, venue: Venue, engine: LivePrices | None, quotes: QuoteSource | None) -> None:
         self.venue = venue
         self.engine = engine
         self.quotes = quotes

@@ -16,9 +16,7 @@ from decimal import Decimal, InvalidOperation
 
 from brokers.filters import SymbolRules
 from brokers.models import BrokerError
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.errors import MarketDataError
-from engine.market_data.symbol_directory import SymbolDirectory
+from engine import BinanceRest, MarketDataError, SymbolDirectory
 
 TICKER_WEIGHT = 2
 

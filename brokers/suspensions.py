@@ -37,6 +37,7 @@ is a request written in the suspending transaction and carried out by the order 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import sqlite3
 import time
@@ -165,8 +166,12 @@ def request_cancel_in(conn: sqlite3.Connection, principal: str, by: str, now: fl
     return int(cur.lastrowid or 0)
 
 
-def _suspension(r: Any) -> Suspension:
+def _suspension(r: sqlite3.Row) -> Suspension:
     return Suspension(r["principal"], r["suspended_by"], r["reason"], float(r["suspended_at"]))
+
+
+CancelRequests = Sequence[tuple[str, int]]
+"""The cancel-open requests a deferred suspension wrote: (account, seq) each."""
 
 
 class SuspensionRepository(Protocol):
@@ -188,8 +193,20 @@ class DeferredCancels(Protocol):
     :class:`brokers.pg_suspensions.PgSuspensionStore` with its cluster's cancels): the request is
     written in the suspending transaction, the result waited for."""
 
-    async def suspend_cancelling(self, principal: str, by: str, reason: str | None) -> tuple[Suspension, Any]: ...
-    async def cancel_results(self, requests: Any, wait_s: float) -> dict[str, Any]: ...
+    async def suspend_cancelling(
+        self, principal: str, by: str, reason: str | None
+    ) -> tuple[Suspension, CancelRequests]: ...
+    async def cancel_results(self, requests: CancelRequests, wait_s: float) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class CancelRequestQueue(Protocol):
+    """A store other processes leave cancel-open requests in, for this daemon to carry out
+    (:class:`SuspensionStore`): :meth:`SuspensionService.watch` polls it."""
+
+    async def pending_cancels(self) -> builtins.list[tuple[int, str]]: ...
+    async def record_cancel(self, seq: int, result: dict[str, Any]) -> None: ...
+    async def data_version(self) -> int: ...
 
 
 class SuspensionStore:
@@ -236,7 +253,7 @@ class SuspensionStore:
         now = self._clock()
         return await self.db.run_transaction(lambda conn: request_cancel_in(conn, principal, by, now))
 
-    async def pending_cancels(self) -> list[tuple[int, str]]:
+    async def pending_cancels(self) -> builtins.list[tuple[int, str]]:
         rows = await self.db.fetchall(
             "SELECT seq, principal FROM principal_cancel_requests WHERE done_at IS NULL ORDER BY seq"
         )
@@ -326,7 +343,7 @@ class SuspensionService:
 
     def __init__(
         self,
-        store: Any,
+        store: SuspensionRepository,
         canceller: PrincipalCanceller | None,
         *,
         audit: AuditWriter | None = None,
@@ -361,17 +378,17 @@ class SuspensionService:
         or on a cluster by the order leader, asked in the suspending transaction and waited for up to
         ``cancel_wait_s`` — a ``pending`` list in the result names the accounts not done yet)."""
         principal = _checked(principal)
-        deferred = cancel_open and isinstance(self.store, DeferredCancels)
-        requests: Any = None
-        if deferred:
-            row, requests = await self.store.suspend_cancelling(principal, by, reason)
+        deferred = self.store if cancel_open and isinstance(self.store, DeferredCancels) else None
+        requests: CancelRequests = ()
+        if deferred is not None:
+            row, requests = await deferred.suspend_cancelling(principal, by, reason)
         else:
             row = await self.store.suspend(principal, by, reason)
         log.warning("trading_suspended", principal=principal, by=by, reason=reason, cancel_open=cancel_open)
         await self._write(f"SUSPEND {principal} by {by}: {reason or 'no reason given'}")
         out: dict[str, Any] = {"suspended": True, **asdict(row)}
-        if deferred:
-            result = await self.store.cancel_results(requests, self.cancel_wait_s)
+        if deferred is not None:
+            result = await deferred.cancel_results(requests, self.cancel_wait_s)
             log.warning("principal_cancel_open", principal=principal, **result)
             out["cancel_open"] = result
         elif cancel_open:
@@ -419,18 +436,25 @@ class SuspensionService:
 
     async def carry_out_pending(self) -> int:
         """Carry out the cancel-open requests other processes wrote; how many."""
+        queue = self._queue()
         done = 0
-        for seq, principal in await self.store.pending_cancels():
+        for seq, principal in await queue.pending_cancels():
             result = await self.cancel_open(principal)
-            await self.store.record_cancel(seq, result)
+            await queue.record_cancel(seq, result)
             done += 1
         return done
 
+    def _queue(self) -> CancelRequestQueue:
+        if not isinstance(self.store, CancelRequestQueue):
+            raise TypeError(f"{type(self.store).__name__} keeps no cancel-open requests to carry out")
+        return self.store
+
     async def watch(self) -> None:
         """Supervised task: notice cancel requests written by other processes within ``poll_s``."""
+        queue = self._queue()
         seen: int | None = None
         while True:
-            version = await self.store.data_version()
+            version = await queue.data_version()
             if version != seen:
                 seen = version
                 await self.carry_out_pending()

@@ -32,7 +32,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import structlog
@@ -48,8 +48,7 @@ from brokers.orders.lists import check_order_type
 from brokers.orders.service import OrderService
 from brokers.portfolio_view import Holdings, PortfolioView, Pricer, iso, pair_of, value
 from brokers.risk_metrics import RiskMetrics, align_closes, risk_metrics, value_series
-from engine.market_data.errors import MarketDataError
-from engine.market_data.source import MarketData, is_crypto
+from engine import FloatArray, IntArray, MarketData, MarketDataError, QuoteSource, is_crypto
 
 log = structlog.get_logger(__name__)
 
@@ -94,7 +93,7 @@ class Simulation:
     refs: list[str] = field(default_factory=list)
 
 
-async def fee_rates(broker: Any, symbol: str) -> FeeRates:
+async def fee_rates(broker: object, symbol: str) -> FeeRates:
     """The broker's fee schedule: the paper broker's ``fee_rate`` (paper_fee_rate); a broker exposing
     ``commission_rates(symbol) -> FeeRates`` (the account's own rates: the Binance broker); else, or
     when those cannot be read, Binance's default (the leg's ``fee_source`` says which)."""
@@ -113,6 +112,9 @@ async def fee_rates(broker: Any, symbol: str) -> FeeRates:
     return DEFAULT_RATES
 
 
+_VENUE_CODES: dict[int, Code] = {-32003: "INVALID_SYMBOL", -32004: "INSUFFICIENT_FUNDS", -32001: "RATE_LIMITED"}
+
+
 def refusal_code(exc: BaseException) -> Code:
     """The seed's code for an order-path refusal (the guard's, the filters', the venue's)."""
     if isinstance(exc, LimitExceeded | TradingHalted):
@@ -123,13 +125,12 @@ def refusal_code(exc: BaseException) -> Code:
         return "NETWORK_ERROR"  # no usable price: the limits could not be evaluated, refused (fail closed)
     if isinstance(exc, OrderInputError | BrokerError):
         refused = isinstance(exc, OrderInputError | OrderRejected)  # the caller's order, not the connection
-        return {-32003: "INVALID_SYMBOL", -32004: "INSUFFICIENT_FUNDS", -32001: "RATE_LIMITED"}.get(  # type: ignore[return-value]
-            exc.code or 0, "INVALID_ARGUMENT" if refused else "NETWORK_ERROR"
-        )
+        otherwise: Code = "INVALID_ARGUMENT" if refused else "NETWORK_ERROR"
+        return _VENUE_CODES.get(exc.code or 0, otherwise)
     return "NETWORK_ERROR"
 
 
-async def unlisted(symbol: str, venue: str, quotes: Any | None) -> tuple[Code, str]:
+async def unlisted(symbol: str, venue: str, quotes: QuoteSource | None) -> tuple[Code, str]:
     """Why a symbol the venue does not list cannot be traded: MARKET_CLOSED for a stock out of its
     session, else INVALID_SYMBOL naming why."""
     if quotes is not None and not is_crypto(symbol):
@@ -154,9 +155,9 @@ class DailyCloses:
 
     def __init__(self, market: MarketData) -> None:
         self.market = market
-        self._cache: dict[tuple[str, int], tuple[float, Any, Any, str]] = {}
+        self._cache: dict[tuple[str, int], tuple[float, IntArray, FloatArray, str]] = {}
 
-    async def closes(self, symbol: str, bars: int) -> tuple[Any, Any, str]:
+    async def closes(self, symbol: str, bars: int) -> tuple[IntArray, FloatArray, str]:
         key = (symbol, bars)
         hit = self._cache.get(key)
         if hit is not None and time.monotonic() - hit[0] < HISTORY_TTL_S:

@@ -15,16 +15,14 @@ front values positions at (``as_of``: the refresh).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 
-from brokers.models import Fill
-from brokers.orders.store import fill_of
-from brokers.positions import positions_from_fills
-from brokers.protocol import Broker
+from brokers import Broker, Fill, fill_of, positions_from_fills
 from storage import PostgresDatabase
 
 FILLS_MIGRATION = """
@@ -58,6 +56,35 @@ MAX_PAGES = 10
 """Pages fetched per symbol per refresh; the rest come at the next refresh (executed_seen unchanged)."""
 
 
+@dataclass(frozen=True, slots=True)
+class NewFills:
+    """A page of the exchange's trades of one symbol, to insert (those already mirrored are skipped)."""
+
+    fills: list[Fill]
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolSeen:
+    """A symbol's assets and the executed quantity whose trades the mirror now holds."""
+
+    symbol: str
+    base_asset: str
+    quote_asset: str
+    executed_seen: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolMark:
+    """A symbol's price at this refresh (None: the venue had none)."""
+
+    symbol: str
+    mark: Decimal | None
+
+
+MirrorWrite = NewFills | SymbolSeen | SymbolMark
+"""One write :meth:`FillsMirror.collect` prepares and :meth:`FillsMirror.write` applies."""
+
+
 class FillsMirror:
     """The leader's side: which symbols need their trades fetched, fetching them, writing them."""
 
@@ -67,7 +94,7 @@ class FillsMirror:
         self.fetched = 0
         """Trades fetched from the exchange (new or not), for tests and logs."""
 
-    async def collect(self, db: PostgresDatabase) -> list[tuple[str, Any]]:
+    async def collect(self, db: PostgresDatabase) -> list[MirrorWrite]:
         """Read the cluster's executed quantities and the symbols' state; fetch what changed from the
         exchange.  Returns the writes :meth:`write` applies in the mirror's transaction."""
         executed = {
@@ -90,7 +117,7 @@ class FillsMirror:
                 self.account,
             )
         }
-        writes: list[tuple[str, Any]] = []
+        writes: list[MirrorWrite] = []
         for symbol, qty in sorted(executed.items()):
             seen = known.get(symbol)
             if seen is not None and Decimal(seen["executed_seen"]) == qty:
@@ -107,51 +134,49 @@ class FillsMirror:
             for _ in range(MAX_PAGES):
                 page = await self.broker.trades(symbol, None if last is None else int(last) + 1)
                 self.fetched += len(page)
-                writes.append(("fills", page))
+                writes.append(NewFills(page))
                 if page:
                     last = max(f.trade_id for f in page)
                 if len(page) < PAGE:
                     complete = True
                     break
             seen_qty = qty if complete else (Decimal(0) if seen is None else Decimal(seen["executed_seen"]))
-            writes.append(("symbol", (symbol, base, quote, seen_qty)))
-        for symbol in sorted(set(known) | {w[1][0] for w in writes if w[0] == "symbol"}):
-            writes.append(("mark", (symbol, await self.broker.last_price(symbol))))
+            writes.append(SymbolSeen(symbol, base, quote, seen_qty))
+        for symbol in sorted(set(known) | {w.symbol for w in writes if isinstance(w, SymbolSeen)}):
+            writes.append(SymbolMark(symbol, await self.broker.last_price(symbol)))
         return writes
 
-    async def write(self, conn: asyncpg.Connection, writes: list[tuple[str, Any]]) -> None:
+    async def write(self, conn: asyncpg.Connection, writes: list[MirrorWrite]) -> None:
         """Apply :meth:`collect`'s writes inside the caller's transaction."""
-        for kind, value in writes:
-            if kind == "fills":
+        for w in writes:
+            if isinstance(w, NewFills):
                 await conn.executemany(
                     "INSERT INTO cluster_account_fills (account, symbol, trade_id, client_order_id, side, quantity,"
                     " price, commission, commission_asset, time_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
                     " ON CONFLICT DO NOTHING",
-                    [_fill_row(self.account, f) for f in value],
+                    [_fill_row(self.account, f) for f in w.fills],
                 )
-            elif kind == "symbol":
-                symbol, base, quote, seen = value
+            elif isinstance(w, SymbolSeen):
                 await conn.execute(
                     "INSERT INTO cluster_account_symbols (account, symbol, base_asset, quote_asset, executed_seen)"
                     " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (account, symbol) DO UPDATE"
                     " SET executed_seen = excluded.executed_seen",
                     self.account,
-                    symbol,
-                    base,
-                    quote,
-                    seen,
+                    w.symbol,
+                    w.base_asset,
+                    w.quote_asset,
+                    w.executed_seen,
                 )
             else:
-                symbol, mark = value
                 await conn.execute(
                     "UPDATE cluster_account_symbols SET mark = $3 WHERE account = $1 AND symbol = $2",
                     self.account,
-                    symbol,
-                    mark,
+                    w.symbol,
+                    w.mark,
                 )
 
 
-def _fill_row(account: str, f: Fill) -> tuple[Any, ...]:
+def _fill_row(account: str, f: Fill) -> tuple[str, str, int, str, str, Decimal, Decimal, Decimal, str, int]:
     return (account, f.symbol, f.trade_id, f.client_order_id, f.side, f.quantity, f.price, f.commission,
             f.commission_asset, f.time_ms)  # fmt: skip
 

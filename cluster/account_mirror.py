@@ -25,14 +25,23 @@ from datetime import UTC
 from decimal import Decimal
 from typing import Any
 
+import asyncpg
 import orjson
 import structlog
 
-from brokers.binance.broker import BinanceBroker
-from brokers.commission import FeeRates, rates_json, rates_of
-from brokers.models import OPEN, Actor, Balance, ExchangeOrder
-from brokers.orders.args import OrderInputError
-from brokers.orders.checks import OrderRefused, SafetyLimits
+from brokers import (
+    OPEN,
+    Actor,
+    Balance,
+    BinanceBroker,
+    ExchangeOrder,
+    FeeRates,
+    OrderInputError,
+    OrderRefused,
+    SafetyLimits,
+    rates_json,
+    rates_of,
+)
 from cluster.account_fills import FILLS_MIGRATION, FillsMirror, positions
 from cluster.intent_listing import intent_listing
 from cluster.list_intents import leg_listings, refresh_lists
@@ -171,7 +180,7 @@ class AccountView:
         self.account = account
         self.stale_s = stale_s
 
-    async def get_orders(self, filter_: Any, *, actor: Actor) -> list[dict[str, Any]]:
+    async def get_orders(self, filter_: object, *, actor: Actor) -> list[dict[str, Any]]:
         """``actor``'s orders placed through the cluster (everyone's for an admin), newest first;
         ``filter_`` "open" or "all"."""
         if actor.principal is None and not actor.admin:
@@ -207,7 +216,7 @@ class AccountView:
         """The mirrored balances, exact (refused when the snapshot is stale, as get_balance)."""
         return (await self._balances())[1]
 
-    async def _balances(self) -> tuple[Any, list[Balance]]:
+    async def _balances(self) -> tuple[asyncpg.Record, list[Balance]]:
         with unreachable_as("balances not read", self.db.where):
             async with self.db.transaction() as conn:
                 mirror = await self._snapshot(conn)
@@ -255,7 +264,7 @@ class AccountView:
         rates = rates_of(mirror["fees"])
         return dataclasses.replace(rates, source=f"{rates.source}, from the order leader's mirror")
 
-    async def _snapshot(self, conn: Any) -> Any:
+    async def _snapshot(self, conn: asyncpg.Connection) -> asyncpg.Record:
         """The mirror's row, refused when there is none or it is older than ``stale_s``."""
         mirror = await conn.fetchrow(
             "SELECT broker, refreshed_at, guard, fees,"
@@ -302,7 +311,7 @@ def guard_of(text: str) -> SafetyLimits:
     )
 
 
-def _listing(r: Any) -> dict[str, Any]:
+def _listing(r: asyncpg.Record) -> dict[str, Any]:
     """One get_orders entry from an intent: the single node's listing (brokers/orders/views.py) of
     the order as the mirror last saw it."""
     req = REQUEST_JSON.validate_json(r["request"])

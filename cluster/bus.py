@@ -123,42 +123,49 @@ class Bus:
             if not value > 0:
                 raise ValueError(f"{what} must be positive")
         servers = nats_servers(url)
-        client = NatsClient()
-        bus = cls(client, url=url, name=name, limits=limits or BusLimits(), publish_timeout_s=publish_timeout_s)
+        bus = cls(NatsClient(), url=url, name=name, limits=limits or BusLimits(), publish_timeout_s=publish_timeout_s)
+        await bus.open(url, servers, connect_timeout_s, reconnect_wait_s, ping_interval_s)
+        return bus
+
+    async def open(
+        self, url: str, servers: list[str], connect_timeout_s: float, reconnect_wait_s: float, ping_interval_s: float
+    ) -> None:
+        """The connection :meth:`connect` makes (its arguments, checked there; ``url`` as given, unredacted)."""
+        client, name = self._client, self.name
         try:
             async with asyncio.timeout(connect_timeout_s):
+                # nats-py annotates its seconds as int; it hands them to asyncio.wait_for, where floats work
                 await client.connect(
                     servers,
                     name=name,
-                    error_cb=bus._on_error,
-                    disconnected_cb=bus._on_disconnected,
-                    reconnected_cb=bus._on_reconnected,
-                    closed_cb=bus._on_closed,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                    closed_cb=self._on_closed,
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,  # forever; each attempt bounded by connect_timeout
-                    reconnect_time_wait=reconnect_wait_s,  # type: ignore[arg-type]  # a float works
-                    connect_timeout=min(connect_timeout_s, 5.0),  # type: ignore[arg-type]  # per attempt
-                    ping_interval=ping_interval_s,  # type: ignore[arg-type]
+                    reconnect_time_wait=reconnect_wait_s,  # type: ignore[arg-type]  # seconds: see above
+                    connect_timeout=min(connect_timeout_s, 5.0),  # type: ignore[arg-type]  # per attempt; seconds: see above
+                    ping_interval=ping_interval_s,  # type: ignore[arg-type]  # seconds: see above
                     max_outstanding_pings=2,
                 )
         except TimeoutError as exc:
-            bus._closing = True
+            self._closing = True
             with contextlib.suppress(Exception):
                 await client.close()
-            last = f" (last error: {bus._last_error!r})" if bus._last_error is not None else ""
+            last = f" (last error: {self._last_error!r})" if self._last_error is not None else ""
             raise BusError(
                 f"could not connect to NATS at {URL_SETTING}={redacted_url(url)!r} "
                 f"within {connect_timeout_s:g} s{last}; "
                 "check that nats-server is running there and that the setting names it (nats://HOST:PORT)"
             ) from exc
         except (nats.errors.Error, OSError) as exc:
-            bus._closing = True
+            self._closing = True
             with contextlib.suppress(Exception):
                 await client.close()
             raise BusError(f"could not connect to NATS at {URL_SETTING}={redacted_url(url)!r}: {exc!r}") from exc
-        bus._status = BusStatus("connected", None, datetime.now(UTC))
-        log.info("bus_connected", url=bus.url, name=name, server=str(client.connected_server_version))
-        return bus
+        self._status = BusStatus("connected", None, datetime.now(UTC))
+        log.info("bus_connected", url=self.url, name=name, server=str(client.connected_server_version))
 
     async def close(self) -> None:
         """Close the connection (pending acknowledgements are flushed first).  Safe to call twice."""
@@ -307,7 +314,14 @@ class Bus:
         with translated(f"creating consumer {stream}/{durable}", self.publish_timeout_s):
             await self._js.add_consumer(stream, config)
             subscription = await self._js.pull_subscribe_bind(durable=durable, stream=stream)
-        return Consumer(self, subscription, stream, durable, batch)
+        return Consumer(
+            subscription,
+            stream,
+            durable,
+            batch,
+            require_connected=self._require_connected,
+            ack_timeout_s=self.publish_timeout_s,
+        )
 
     # --- plain subscriptions -----------------------------------------------------------------
 
@@ -332,7 +346,8 @@ class Bus:
 
         with translated(f"subscribing to {subject_filter}", self.publish_timeout_s):
             raw_sub = await self._client.subscribe(subject_filter, cb=deliver)
-            await self._client.flush(timeout=self.publish_timeout_s)  # the server has the interest
+            # the server has the interest; nats-py annotates seconds as int, floats reach asyncio.wait_for
+            await self._client.flush(timeout=self.publish_timeout_s)  # type: ignore[arg-type]
         return Subscription(subject_filter, raw_sub)
 
 

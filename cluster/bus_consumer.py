@@ -2,15 +2,18 @@
 
 Made by :meth:`cluster.bus.Bus.consume` (which creates the consumer on the server); this module
 owns fetching, the message's metadata and acknowledgements.  nats-py exceptions are translated
-to :mod:`cluster.bus_errors` here as in :mod:`cluster.bus`.
+to :mod:`cluster.bus_errors` here as in :mod:`cluster.bus`.  A consumer does not know the bus: it is
+handed the bus's connection check (a :data:`ConnectedCheck`) and the ack timeout, so the arrow points
+one way, from :mod:`cluster.bus` to here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 import nats.errors
 from nats.aio.msg import Msg as NatsMsg
@@ -18,11 +21,12 @@ from nats.js import JetStreamContext
 
 from cluster.bus_errors import BusError, translated
 
-if TYPE_CHECKING:
-    from cluster.bus import Bus
-
 MSG_ID_HEADER = "Nats-Msg-Id"
 """JetStream's de-duplication header: a second message with the same id within the window is not stored."""
+
+ConnectedCheck = Callable[[str], None]
+"""Raises :class:`~cluster.bus_errors.BusUnavailable` (or :class:`BusError` once closed) unless the bus's
+connection is up; its argument says what was being done, for the message."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,17 @@ class Consumer:
     """A durable pull consumer: :meth:`fetch` batches, ack each message.  Made by :meth:`Bus.consume`."""
 
     def __init__(
-        self, bus: Bus, subscription: JetStreamContext.PullSubscription, stream: str, durable: str, batch: int
+        self,
+        subscription: JetStreamContext.PullSubscription,
+        stream: str,
+        durable: str,
+        batch: int,
+        *,
+        require_connected: ConnectedCheck,
+        ack_timeout_s: float,
     ) -> None:
-        self._bus = bus
+        self._require_connected = require_connected
+        self._ack_timeout_s = ack_timeout_s
         self._subscription = subscription
         self.stream = stream
         self.durable = durable
@@ -68,7 +80,7 @@ class Consumer:
             raise ValueError("max_wait_s must be positive")
         if self._closed:
             raise BusError(f"consumer {self.stream}/{self.durable} is closed")
-        self._bus._require_connected(f"fetching from {self.stream}/{self.durable}")
+        self._require_connected(f"fetching from {self.stream}/{self.durable}")
         async with self._fetching:  # one pull request in flight per subscription: they share its inbox
             with translated(f"a fetch from {self.stream}/{self.durable}", max_wait_s):
                 try:
@@ -76,7 +88,7 @@ class Consumer:
                 except TimeoutError:
                     raw = []
         if not raw:
-            self._bus._require_connected(f"fetching from {self.stream}/{self.durable}")
+            self._require_connected(f"fetching from {self.stream}/{self.durable}")
         return [self._message(m) for m in raw]
 
     def _message(self, raw: NatsMsg) -> Message:
@@ -89,7 +101,7 @@ class Consumer:
             stream_seq=meta.sequence.stream,
             deliveries=meta.num_delivered,
             _raw=raw,
-            _ack_timeout_s=self._bus.publish_timeout_s,
+            _ack_timeout_s=self._ack_timeout_s,
         )
 
     async def close(self) -> None:

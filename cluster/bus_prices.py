@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cluster.bus import Bus, Subscription
 from cluster.bus_subjects import SUBJECT_ROOT
-from engine.market_data.quotes import iso_utc
+from engine import iso_utc
 
 log = structlog.get_logger(__name__)
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Literal, Self, TypeVar
 
 import nats.js.errors
 from nats.js import JetStreamContext
@@ -97,20 +97,34 @@ class BusLimits(BaseModel):
         return self
 
 
+Retention = Literal["limits", "workqueue", "interest"]
+Discard = Literal["old", "new"]
+Storage = Literal["file", "memory"]
+_Word = TypeVar("_Word", bound=str)
+# nats-py's policies are str enums, so these also find the plain strings a server's config may carry
+_RETENTIONS: dict[str, Retention] = {
+    js_api.RetentionPolicy.LIMITS: "limits",
+    js_api.RetentionPolicy.WORK_QUEUE: "workqueue",
+    js_api.RetentionPolicy.INTEREST: "interest",
+}
+_DISCARDS: dict[str, Discard] = {js_api.DiscardPolicy.OLD: "old", js_api.DiscardPolicy.NEW: "new"}
+_STORAGES: dict[str, Storage] = {js_api.StorageType.FILE: "file", js_api.StorageType.MEMORY: "memory"}
+
+
 @dataclass(frozen=True)
 class StreamSpec:
     """One JetStream stream as chartgen configures it (and as :meth:`cluster.bus.Bus.stream_spec` reads it back)."""
 
     name: str
     subjects: tuple[str, ...]
-    retention: Literal["limits", "workqueue", "interest"]
-    discard: Literal["old", "new"]
+    retention: Retention
+    discard: Discard
     max_age_s: float
     max_bytes: int
     max_msgs_per_subject: int
     """-1: no per-subject limit."""
     duplicate_window_s: float
-    storage: Literal["file", "memory"] = "file"
+    storage: Storage = "file"
     description: str = ""
     replaceable: bool = field(default=False, compare=False)
     """Its messages are worth nothing once published (wake-ups): made with another retention or
@@ -134,19 +148,21 @@ class StreamSpec:
 
     @classmethod
     def from_config(cls, config: js_api.StreamConfig) -> StreamSpec:
-        def text(value: Any) -> str:
-            return str(value.value if hasattr(value, "value") else value)
+        def known(choices: dict[str, _Word], value: str | None, what: str) -> _Word:
+            if value not in choices:
+                raise BusError(f"stream {config.name!r} has a {what} chartgen does not know: {value!r}")
+            return choices[value]
 
         return cls(
             name=config.name or "",
             subjects=tuple(config.subjects or ()),
-            retention=text(config.retention),  # type: ignore[arg-type]
-            discard=text(config.discard),  # type: ignore[arg-type]
+            retention=known(_RETENTIONS, config.retention, "retention"),
+            discard=known(_DISCARDS, config.discard, "discard policy"),
             max_age_s=float(config.max_age or 0.0),
             max_bytes=int(config.max_bytes if config.max_bytes is not None else -1),
             max_msgs_per_subject=int(config.max_msgs_per_subject),
             duplicate_window_s=float(config.duplicate_window or 0.0),
-            storage=text(config.storage),  # type: ignore[arg-type]
+            storage=known(_STORAGES, config.storage, "storage type"),
             description=config.description or "",
         )
 

@@ -33,12 +33,21 @@ import asyncpg
 import orjson
 import structlog
 
-from brokers.models import OPEN, Actor, BrokerError, ExchangeList, ExchangeOrder, OrderRejected, state_name
-from brokers.orders.args import OrderInputError
-from brokers.protocol import Broker
-from cluster import bracket_exits, list_intents
+from brokers import (
+    OPEN,
+    Actor,
+    Broker,
+    BrokerError,
+    ExchangeList,
+    ExchangeOrder,
+    OrderInputError,
+    OrderRejected,
+    state_name,
+)
+from cluster import list_intents
 from cluster.lease import Lease
 from cluster.orders import ANSWERS_CHANNEL, INTENTS_CHANNEL, LIST_REQUEST_JSON, ORDER_JSON, REQUEST_JSON, OrderIntents
+from cluster.pg_order_journal import void_waiting
 from storage import PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)
@@ -138,7 +147,8 @@ async def request_cancel(
         if row["state"] == "waiting":  # a bracket's exit not sent yet (cluster/bracket_exits.py): never sent
             why = "bracket void: cancelled (cancel_order) before its entry filled; nothing was sent"
             with unreachable_as("order not cancelled", db.where):
-                if await bracket_exits.void_waiting(db, order_id, why):
+                if await void_waiting(db, order_id, why):
+                    log.info("bracket_void", list_client_id=order_id, why=why)
                     return {"ok": True, "list_id": order_id}
             continue
         if row["state"] != "queued":

@@ -31,16 +31,28 @@ from typing import Any, cast
 
 import structlog
 
-from brokers.binance.broker import BinanceBroker
-from brokers.commission import DEFAULT_RATES, FeeRates
-from brokers.filters import SymbolRules
-from brokers.halt import TradingHalted
-from brokers.models import Balance, BrokerError, Fill, OrderRequest
-from brokers.orders.checks import Admitted, OrderChecks, OrderRefused, daily_limit_refusal
-from brokers.orders.lists import check_order_type
-from brokers.orders.trade_legs import Outcome, Placed, quote_fees, standing
-from brokers.public_venue import PublicVenue
-from brokers.trade_simulation import Code
+from brokers import (
+    DEFAULT_RATES,
+    Admitted,
+    Balance,
+    BinanceBroker,
+    BrokerError,
+    Code,
+    FeeRates,
+    Fill,
+    OrderChecks,
+    OrderRefused,
+    OrderRequest,
+    Outcome,
+    Placed,
+    PublicVenue,
+    SymbolRules,
+    TradingHalted,
+    check_order_type,
+    daily_limit_refusal,
+    quote_fees,
+    standing,
+)
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders
 from cluster.halt import read_in

@@ -29,13 +29,19 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from brokers.binance.broker import BinanceBroker
-from brokers.models import Actor, OrderRejected, OrderRequest, state_name
-from brokers.orders.args import OrderInputError
-from brokers.orders.brackets import exit_request
-from brokers.orders.checks import OrderRefused
-from brokers.orders.lists import check_order_type, new_oco
-from brokers.orders.service import UNATTENDED_PREFIX
+from brokers import (
+    UNATTENDED_PREFIX,
+    Actor,
+    BinanceBroker,
+    OrderInputError,
+    OrderRefused,
+    OrderRejected,
+    OrderRequest,
+    check_order_type,
+    exit_request,
+    new_oco,
+    state_name,
+)
 from cluster import bracket_exits, list_intents
 from cluster.cancels import request_cancel
 from cluster.orders import Answer, OrderIntents

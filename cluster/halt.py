@@ -37,8 +37,7 @@ import asyncpg
 import orjson
 import structlog
 
-from brokers.halt import HALTED_MESSAGE, HaltState, held_note
-from brokers.halt_authority import HaltAuthority, HaltRefused
+from brokers import HALTED_MESSAGE, HaltAuthority, HaltRefused, HaltState, held_note
 from storage import Migrations, PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)

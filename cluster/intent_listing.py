@@ -6,10 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from brokers.binance.broker import BinanceBroker
-from brokers.models import OPEN, ExchangeOrder, OrderRequest
-from brokers.orders.store import OrderRow
-from brokers.orders.views import order_listing
+from brokers import OPEN, BinanceBroker, ExchangeOrder, OrderRequest, OrderRow, order_listing
 
 
 def intent_listing(

@@ -35,15 +35,26 @@ from typing import Any
 
 import asyncpg
 
-from brokers.halt_switch import EVERYONE, CancelOutcome, Scope, cancel_open
-from brokers.models import BrokerError, ExchangeOrder, ListRequest, OrderRequest, RateLimitedError
-from brokers.orders.args import OrderInputError
-from brokers.orders.checks import OrderChecks, daily_limit_refusal
-from brokers.orders.list_store import legs_of
-from brokers.pg_suspensions import check_principal_in
-from brokers.protocol import Broker
-from brokers.suspensions import PrincipalStopped
-from brokers.trade_simulation import Code, refusal_code
+from brokers import (
+    EVERYONE,
+    Broker,
+    BrokerError,
+    CancelOutcome,
+    Code,
+    ExchangeOrder,
+    ListRequest,
+    OrderChecks,
+    OrderInputError,
+    OrderRequest,
+    PrincipalStopped,
+    RateLimitedError,
+    Scope,
+    cancel_open,
+    check_principal_in,
+    daily_limit_refusal,
+    legs_of,
+    refusal_code,
+)
 from cluster.halt import ClusterHalted, check_not_halted_in
 from cluster.lease import Lease
 
@@ -144,6 +155,9 @@ class _ExchangeOnly:
 
     async def on_update(self, update: ExchangeOrder) -> Any:
         return None
+
+    def sends_in_flight(self) -> bool:
+        return False  # the order leader sends in its own round, never while it cancels
 
 
 async def cancel_open_orders(broker: Broker, scope: Scope = EVERYONE) -> CancelOutcome:

@@ -6,13 +6,15 @@ A list intent is a row of ``cluster_order_intents`` of kind ``list``, keyed by t
 client ids are in ``cluster_list_legs`` (cluster/orders.py, migration 4).  It moves through the
 states of an order's intent and keeps their guarantees (cluster/orders.py):
 
-- **Admission** (:func:`send`): every leg through steps 1-6 of the guard at one reference price
-  (cluster/leader_admission.py ``check_list``: filters, allowed symbols, the per-order limit on each
-  leg), then the halt switch and the daily limit in the leader's fenced transaction, counting the
-  larger exit leg (only one of an OCO's legs can fill) as a single node's guard does.
+- **Admission** (the order leader, cluster/order_leader.py ``send_queued``): every leg through steps
+  1-6 of the guard at one reference price (cluster/leader_admission.py ``check_list``: filters, allowed
+  symbols, the per-order limit on each leg), then the halt switch and the daily limit in the leader's
+  fenced transaction, counting the larger exit leg (only one of an OCO's legs can fill) as a single
+  node's guard does.
 - **Sending**: signed at the moment of the lease check (``place_list_signed_at``), so a paused
-  ex-leader's request is refused by the exchange's ``recvWindow``; one request per claim.
-- **Settling** (:func:`settle`): a list a former leader may have sent, or whose answer was lost, is
+  ex-leader's request is refused by the exchange's ``recvWindow``; one request per claim, its answer
+  recorded by the one send-once rule of a node and a cluster (brokers/orders/lifecycle.py).
+- **Settling** (the order leader's ``settle``): a list a former leader may have sent, or whose answer was lost, is
   looked up by its ``listClientOrderId`` once no such request can still be accepted — found →
   ``placed`` with the exchange's view, absent → ``rejected`` ("not sent … not retried").  So every
   list reached the exchange once or was answered with an error; none is sent twice.
@@ -26,8 +28,9 @@ states of an order's intent and keeps their guarantees (cluster/orders.py):
 A bracket on a limit entry (``place_order`` with ``bracket``) is one OTOCO list intent — the entry
 working, its exit pending — as a single node sends it (cluster/front_orders.py).  On a market entry
 the exit is an OCO list intent ``waiting`` for the entry's fill, released by the leader
-(cluster/bracket_exits.py); :func:`settle` arms such an exit again when the exchange never received it,
-and the release arms it again when the exchange refused it for the order rate (:func:`send_claimed`).
+(cluster/bracket_exits.py, brokers/orders/exits.py); the settlement arms such an exit again when the
+exchange never received it, and the release arms it again when the exchange refused it for the order
+rate (cluster/pg_order_journal.py).
 """
 
 from __future__ import annotations
@@ -35,32 +38,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncpg
 import orjson
 import structlog
 
-from brokers.models import (
-    OPEN,
-    BrokerError,
-    ExchangeList,
-    ExchangeOrder,
-    ListRequest,
-    OrderRejected,
-    OutcomeUnknown,
-    RateLimitedError,
-    state_name,
-)
-from brokers.orders.list_store import legs_of
-from brokers.trade_simulation import refusal_code
-from cluster import leader_admission
+from brokers import OPEN, BrokerError, ExchangeList, ExchangeOrder, ListRequest, legs_of, state_name
 from cluster.intent_listing import intent_listing
-from cluster.lease import Lease
-from cluster.orders import INTENTS_CHANNEL, LIST_JSON, LIST_REQUEST_JSON, Answer, OrderIntents, State
-
-if TYPE_CHECKING:
-    from cluster.order_leader import OrderLeader
+from cluster.orders import INTENTS_CHANNEL, LIST_JSON, LIST_REQUEST_JSON, Answer, OrderIntents
 
 log = structlog.get_logger(__name__)
 
@@ -170,89 +156,7 @@ def list_open(answer_text: str | None) -> bool:
     return not lst.done and any(o.status in OPEN or not o.status for o in lst.orders)
 
 
-# --- the order leader's side --------------------------------------------------------------------
-async def send(leader: OrderLeader, request_json: str, lease: Lease) -> bool:
-    """Admit and send one claimed list intent, recording the answer.  False when it was not sent
-    because the lease may have ended (the next leader settles it); True once it is answered."""
-    req = LIST_REQUEST_JSON.validate_json(request_json)
-    cid = req.list_client_id
-    if not await leader.admitted(cid, leader_admission.check_list(leader.checks, req), lease):
-        return True  # answered with the refusal
-    return await send_claimed(leader, req, lease)
-
-
-async def send_claimed(
-    leader: OrderLeader, req: ListRequest, lease: Lease, *, raise_rate_limited: bool = False
-) -> bool:
-    """Send a list intent this leader claimed and admitted, recording the answer (:func:`send`).
-
-    ``raise_rate_limited`` (a bracket's exit, cluster/bracket_exits.py): a :class:`RateLimitedError` — a
-    definite "not placed" — is raised with nothing recorded, the intent left ``sending`` under this
-    leader's token for the caller to put back to ``waiting``; otherwise it is ``rejected`` as any refusal."""
-    cid = req.list_client_id
-    stamp = leader.broker.exchange_time_ms()
-    if not lease.may_act():
-        log.warning("order_leader_stopped_sending", account=leader.account, list_client_id=cid)
-        return False
-    leader.sent += 1
-    try:
-        lst = await leader.broker.place_list_signed_at(req, stamp)
-    except OutcomeUnknown as exc:
-        await leader.record(cid, lease.token, "unknown", {"error": str(exc)})
-        return True
-    except (OrderRejected, BrokerError) as exc:
-        if raise_rate_limited and isinstance(exc, RateLimitedError):
-            raise
-        await leader.record(cid, lease.token, "rejected", {"error": str(exc), "code": refusal_code(exc)})
-        return True
-    except Exception as exc:  # whatever failed, the request may have left: settle by asking
-        log.exception("order_list_send_failed", list_client_id=cid)
-        await leader.record(cid, lease.token, "unknown", {"error": repr(exc)})
-        return True
-    await leader.record(cid, lease.token, "placed", {"list": LIST_JSON.dump_python(lst)})
-    return True
-
-
-async def settle(leader: OrderLeader, row: Any) -> int:
-    """One list intent that may have been sent but has no answer (cluster/order_leader.py ``settle``
-    chose it and its time): looked up by ``listClientOrderId``; 1 when its answer was recorded."""
-    req = LIST_REQUEST_JSON.validate_json(row["request"])
-    try:
-        found = await leader.broker.query_list(req.list_client_id)
-    except BrokerError as exc:
-        log.warning("order_list_settle_query_failed", list_client_id=req.list_client_id, error=str(exc))
-        return 0
-    state: State
-    if found is not None:
-        body: dict[str, Any] = {"list": LIST_JSON.dump_python(found)}
-        state = "placed"
-    elif row["entry_client_order_id"] is not None:  # a bracket's exit protects a filled entry: armed again
-        return await _rearm(leader, row)
-    else:
-        body = {
-            "error": "not sent: the order leader stopped while sending the order list and the exchange never"
-            " received it; not retried so that it can never be placed twice — place it again if still wanted"
-        }
-        state = "rejected"
-    recorded = await leader.record(req.list_client_id, int(row["sender_token"]), state, body, was=row["state"])
-    return 1 if recorded else 0
-
-
-async def _rearm(leader: OrderLeader, row: Any) -> int:
-    """A bracket's exit the exchange never received (its sender died, or the answer was lost) goes back
-    to ``waiting``: the release sweep (cluster/bracket_exits.py) claims and sends it again, halt switch
-    checked.  Safe only now — no request of the earlier send can still be accepted (``settle``'s wait)."""
-    tag = await leader.db.execute(
-        "UPDATE cluster_order_intents SET state = 'waiting', sender_token = NULL, claimed_at = NULL, answer = NULL,"
-        " answered_at = NULL WHERE client_order_id = $1 AND sender_token = $2 AND state = $3",
-        row["client_order_id"],
-        row["sender_token"],
-        row["state"],
-    )
-    log.warning("bracket_exit_rearmed", list_client_id=row["client_order_id"], was=row["state"])
-    return 0 if tag.endswith(" 0") else 1
-
-
+# --- the order leader's mirror -------------------------------------------------------------------
 async def refresh_lists(
     db: Any, broker: Any, account: str, open_in: Callable[[str], Awaitable[dict[str, ExchangeOrder]]]
 ) -> list[tuple[str, str]]:

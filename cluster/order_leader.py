@@ -1,8 +1,8 @@
 """The order leader of an exchange account in a cluster: holds the lease ``orders/<account>``,
 admits each queued intent (the guard rails and the halt switch: cluster/leader_admission.py),
 sends it signed at the moment of its lease check, one at a time, and settles the intents a former
-leader (or a lost answer) left unanswered; it releases a bracket's exit once its entry filled
-(cluster/bracket_exits.py); it also carries out the halt switch's cancel-open
+leader (or a lost answer) left unanswered; it drives the bracket exit procedure (brokers/orders/exits.py)
+over PostgreSQL (cluster/pg_order_journal.py); it also carries out the halt switch's cancel-open
 requests and clients' cancel requests (cluster/cancels.py).  cluster/orders.py explains the
 protocol and why it never sends an order twice.
 
@@ -15,45 +15,52 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 import orjson
 import structlog
 
-from brokers.halt_switch import Scope
-from brokers.models import (
+from brokers import (
+    PG_SUSPENSION_MIGRATIONS,
+    Broker,
     BrokerError,
     ExchangeList,
     ExchangeOrder,
+    ExitProcedure,
+    ExitSent,
     ListRequest,
-    OrderRejected,
+    OrderChecks,
     OrderRequest,
-    OutcomeUnknown,
+    RateLimitedError,
+    SafetyLimits,
+    Scope,
+    Sent,
+    send_once,
+    settle_intents,
 )
-from brokers.orders.checks import OrderChecks, SafetyLimits
-from brokers.pg_suspensions import PG_SUSPENSION_MIGRATIONS
-from brokers.protocol import Broker
-from brokers.trade_simulation import refusal_code
-from cluster import bracket_exits, cancels, leader_admission, list_intents
+from cluster import cancels, leader_admission
 from cluster.halt import HALT_MIGRATIONS, cancel_scope_in, read_in, record_cancel_in
 from cluster.lease import LEASE_MIGRATIONS, Lease, LeaseLost, Leases
 from cluster.orders import (
     ANSWERS_CHANNEL,
     INTENTS_CHANNEL,
     LIST_REQUEST_JSON,
-    ORDER_JSON,
     ORDER_MIGRATIONS,
     REQUEST_JSON,
     State,
     lease_name,
 )
+from cluster.pg_order_journal import PgAnswers, PgOrderJournal, PgSettlement, list_body, order_body
 from storage import UNREACHABLE, PostgresDatabase
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 ORDER_PATH_MIGRATIONS = (LEASE_MIGRATIONS, ORDER_MIGRATIONS, HALT_MIGRATIONS, PG_SUSPENSION_MIGRATIONS)
 """The tables the order path uses (leases, intents, the halt switch): what a leader needs migrated."""
@@ -130,10 +137,55 @@ class OrderLeader:
         await self.cancel_open_if_asked()
         await self.settle()
         handled = await self.send_queued()
-        await bracket_exits.release_due(self)
         if self.lease is not None:
+            await self.exits(self.lease).release_due()
             self.cancelled += await cancels.carry_out(self.db, self.broker, self.lease, self.account)
         return handled
+
+    def journal(self, lease: Lease) -> PgOrderJournal:
+        """The account's order journal in PostgreSQL, written under ``lease`` (cluster/pg_order_journal.py)."""
+        return PgOrderJournal(self.db, self.account, lease, record=self.record)
+
+    def exits(self, lease: Lease) -> ExitProcedure:
+        """The bracket exit procedure (brokers/orders/exits.py) over PostgreSQL, fenced by ``lease``."""
+        return ExitProcedure(self.journal(lease), self, self.broker.rules)
+
+    async def send_exit(self, req: ListRequest) -> ExitSent:
+        """Send a bracket's exit this leader claimed (the exit procedure's sender), recording the answer:
+        an order-rate refusal is returned with nothing recorded, for the journal to re-arm."""
+        lease = self.lease
+        cid = req.list_client_id
+        place_at = functools.partial(self.broker.place_list_signed_at, req)
+        sent = (
+            None if lease is None else await self._send_signed(cid, place_at, list_body, lease, keep_rate_limited=True)
+        )
+        if sent is None or sent.outcome == "unknown":
+            return ExitSent("pending")
+        if sent.outcome == "placed":
+            return ExitSent("placed")
+        if isinstance(sent.error, RateLimitedError):  # not placed: armed again, not before Retry-After
+            return ExitSent("rate_limited", str(sent.error), sent.error)
+        return ExitSent("refused", str(sent.error))
+
+    async def _send_signed(
+        self,
+        client_order_id: str,
+        place_at: Callable[[int], Awaitable[T]],
+        body: Callable[[T], dict[str, Any]],
+        lease: Lease,
+        *,
+        keep_rate_limited: bool = False,
+    ) -> Sent[T] | None:
+        """Sign an admitted intent at the moment of the lease check and send it once, recording the answer
+        under the lease's token (brokers/orders/lifecycle.py); None, with nothing sent, when the lease may
+        have ended — the request would leave after it (the next leader settles the intent)."""
+        stamp = self.broker.exchange_time_ms()
+        if not lease.may_act():
+            log.warning("order_leader_stopped_sending", account=self.account, client_order_id=client_order_id)
+            return None
+        self.sent += 1
+        answers = PgAnswers(self.record, lease.token, body, keep_rate_limited=keep_rate_limited)
+        return await send_once(client_order_id, functools.partial(place_at, stamp), answers, contain_failures=True)
 
     async def _record_kept(self) -> None:
         kept, self.unrecorded = self.unrecorded, []
@@ -206,41 +258,31 @@ class OrderLeader:
             )
         handled = 0
         for row in sorted(rows, key=lambda r: r["created_at"]):
+            sent: Sent[Any] | None
             if row["kind"] == "list":
-                if not await list_intents.send(self, row["request"], lease):
-                    break  # not sent: the lease may have ended (its successor settles it)
-                handled += 1
-                continue
-            req = REQUEST_JSON.validate_json(row["request"])
-            exit_oco = None if row["exit_request"] is None else LIST_REQUEST_JSON.validate_json(row["exit_request"])
-            value = (  # a bracket's entry: its exit is checked and counted with it
-                leader_admission.check(self.checks, req)
-                if exit_oco is None
-                else leader_admission.check_bracket(self.checks, req, exit_oco)
-            )
-            if not await self.admitted(req.client_order_id, value, lease):
-                handled += 1  # answered with the refusal
-                continue
-            stamp = self.broker.exchange_time_ms()
-            if not lease.may_act():  # the request would leave after our lease may have ended: leave it
+                lst = LIST_REQUEST_JSON.validate_json(row["request"])
+                if not await self.admitted(lst.list_client_id, leader_admission.check_list(self.checks, lst), lease):
+                    handled += 1  # answered with the refusal
+                    continue
+                place_list = functools.partial(self.broker.place_list_signed_at, lst)
+                sent = await self._send_signed(lst.list_client_id, place_list, list_body, lease)
+            else:
+                req = REQUEST_JSON.validate_json(row["request"])
+                exit_oco = None if row["exit_request"] is None else LIST_REQUEST_JSON.validate_json(row["exit_request"])
+                value = (  # a bracket's entry: its exit is checked and counted with it
+                    leader_admission.check(self.checks, req)
+                    if exit_oco is None
+                    else leader_admission.check_bracket(self.checks, req, exit_oco)
+                )
+                if not await self.admitted(req.client_order_id, value, lease):
+                    handled += 1  # answered with the refusal
+                    continue
+                place = functools.partial(self.broker.place_signed_at, req)
+                sent = await self._send_signed(req.client_order_id, place, order_body, lease)
+            if sent is None:  # not sent: the lease may have ended (its successor settles what is left)
                 log.warning("order_leader_stopped_sending", account=self.account, left=len(rows) - handled)
                 break
             handled += 1
-            self.sent += 1
-            try:
-                order = await self.broker.place_signed_at(req, stamp)
-            except OutcomeUnknown as exc:
-                await self.record(req.client_order_id, lease.token, "unknown", {"error": str(exc)})
-                continue
-            except (OrderRejected, BrokerError) as exc:
-                body = {"error": str(exc), "code": refusal_code(exc)}
-                await self.record(req.client_order_id, lease.token, "rejected", body)
-                continue
-            except Exception as exc:  # whatever failed, the request may have left: settle by asking
-                log.exception("order_send_failed", client_order_id=req.client_order_id)
-                await self.record(req.client_order_id, lease.token, "unknown", {"error": repr(exc)})
-                continue
-            await self.record(req.client_order_id, lease.token, "placed", {"order": ORDER_JSON.dump_python(order)})
         return handled
 
     async def admitted(self, client_order_id: str, value: Awaitable[Decimal], lease: Lease) -> bool:
@@ -277,47 +319,20 @@ class OrderLeader:
     async def settle(self) -> int:
         """Intents that may have been sent but have no answer, once no such request can still reach
         the exchange — asked for by client order id; found → placed, absent → rejected (never sent
-        again).  A former leader's ``sending`` ones: its requests were signed before its lease
-        ended, which was before ours began, so ``recvWindow`` + margin after taking over.  An
-        ``unknown`` one (the answer was lost): ``recvWindow`` + margin after it was recorded, on
-        the server's clock."""
+        again) or, a bracket's exit, armed again (brokers/orders/settle.py over
+        cluster/pg_order_journal.py ``PgSettlement``).  A former leader's ``sending`` ones: its
+        requests were signed before its lease ended, which was before ours began, so ``recvWindow`` +
+        margin after taking over.  An ``unknown`` one (the answer was lost): ``recvWindow`` + margin
+        after it was recorded, on the server's clock."""
         lease = self.lease
         if lease is None:
             return 0
         window = self.recv_window_s + self.settle_margin_s
-        rows = await self.db.fetch(
-            "SELECT client_order_id, kind, request, state, sender_token, entry_client_order_id"
-            " FROM cluster_order_intents WHERE account = $1"
-            " AND ((state = 'unknown' AND answered_at < clock_timestamp() - make_interval(secs => $3))"
-            "  OR ($4 AND state = 'sending' AND sender_token < $2))",
-            self.account,
-            lease.token,
-            window,
-            time.monotonic() - self._led_since >= window,
-        )
-        settled = 0
-        for row in rows:
-            if row["kind"] == "list":
-                settled += await list_intents.settle(self, row)
-                continue
-            req = REQUEST_JSON.validate_json(row["request"])
-            try:
-                order = await self.broker.query(req.symbol, req.client_order_id)
-            except BrokerError as exc:
-                log.warning("order_settle_query_failed", client_order_id=req.client_order_id, error=str(exc))
-                continue
-            if order is not None:
-                body: dict[str, Any] = {"order": ORDER_JSON.dump_python(order)}
-                state: State = "placed"
-            else:
-                body = {
-                    "error": "not sent: the order leader stopped while sending it and the exchange never received"
-                    " it; not retried so that it can never be placed twice — place it again if still wanted"
-                }
-                state = "rejected"
-            if await self.record(req.client_order_id, int(row["sender_token"]), state, body, was=row["state"]):
-                settled += 1
-        return settled
+        settlement = PgSettlement(
+            self.db, self.account, lease, window_s=window,
+            inherited_due=time.monotonic() - self._led_since >= window, record=self.record,
+        )  # fmt: skip
+        return sum((await settle_intents(settlement, self.broker)).values())
 
     async def record(
         self, client_order_id: str, token: int, state: State, body: dict[str, Any], *, was: str | None = None

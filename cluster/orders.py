@@ -49,7 +49,7 @@ import orjson
 import structlog
 from pydantic import TypeAdapter
 
-from brokers.models import ExchangeList, ExchangeOrder, ListRequest, OrderRequest
+from brokers import ExchangeList, ExchangeOrder, ListRequest, OrderRequest
 from storage import Migrations, PostgresDatabase, unreachable_as
 
 log = structlog.get_logger(__name__)

@@ -23,13 +23,17 @@ from typing import Any
 
 import structlog
 
-from brokers.binance.broker import BinanceBroker
-from brokers.models import OrderRequest
-from brokers.orders.args import OrderInputError, parse_order
-from brokers.orders.lists import check_order_type
-from brokers.schedules.pg_store import PgScheduleStore
-from brokers.schedules.spec import ScheduleInputError, iso
-from brokers.schedules.store import ScheduleRow
+from brokers import (
+    BinanceBroker,
+    OrderInputError,
+    OrderRequest,
+    PgScheduleStore,
+    ScheduleInputError,
+    ScheduleRow,
+    check_order_type,
+    iso,
+    parse_order,
+)
 from cluster.orders import record_intent_in
 from storage import unreachable_as
 

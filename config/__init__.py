@@ -9,7 +9,7 @@ from config.channels import (
     is_private_address,
 )
 from config.private_files import PRIVATE_FILE_MODE, PRIVATE_UMASK, secure_data_dir, secure_private_file, tighten_private
-from config.settings import Settings, is_loopback_host, load_settings, resolve_data_dir
+from config.settings import Settings, is_loopback_host, load_settings, resolve_data_dir, settings_problems
 from config.toml_source import ConfigFileError
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "resolve_data_dir",
     "secure_data_dir",
     "secure_private_file",
+    "settings_problems",
     "tighten_private",
 ]

@@ -13,14 +13,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from config.channels import ChannelSettings, resolve_channels
 from config.cluster_settings import ClusterSettings
 from config.credentials import key_pair
 from config.list_values import split_list
-from config.toml_source import TomlSource, toml_path
+from config.toml_source import ConfigFileError, TomlSource, toml_path
 
 DEFAULT_ENGINE_INDICATORS = ("cipher_b", "macd", "rsi")
 
@@ -356,3 +356,15 @@ def load_settings(overrides: dict[str, Any] | None = None, config_file: Path | N
         return Settings(**clean)
     finally:
         toml_path.reset(token)
+
+
+def settings_problems(exc: ValidationError | ConfigFileError) -> str:
+    """The settings errors as "key: problem" in one line each, without the offending input (it may hold a secret)."""
+    if isinstance(exc, ConfigFileError):
+        return str(exc)
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        key = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{key}: {msg}" if key and not msg.startswith(key) else msg)
+    return "; ".join(lines)

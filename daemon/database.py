@@ -17,18 +17,11 @@ from pathlib import Path
 
 import structlog
 
-from alerts.store import MIGRATIONS as ALERT_MIGRATIONS
-from brokers.halt import MIGRATIONS as HALT_MIGRATIONS
-from brokers.orders.store import MIGRATIONS as ORDER_MIGRATIONS
-from brokers.paper.broker import MIGRATIONS as PAPER_MIGRATIONS
-from brokers.schedules.store import MIGRATIONS as SCHEDULE_MIGRATIONS
-from brokers.suspensions import MIGRATIONS as SUSPENSION_MIGRATIONS
+from alerts import MIGRATIONS as ALERT_MIGRATIONS
+from brokers import HALT_MIGRATIONS, ORDER_MIGRATIONS, PAPER_MIGRATIONS, SCHEDULE_MIGRATIONS, SUSPENSION_MIGRATIONS
 from config import PRIVATE_FILE_MODE, Settings, tighten_private
-from dashboard.sessions import MIGRATIONS as DASHBOARD_MIGRATIONS
-from mcp_bridge.journal_store import MIGRATIONS as JOURNAL_MIGRATIONS
-from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
-from mcp_bridge.token_cache import marker_for
-from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS
+from dashboard import MIGRATIONS as DASHBOARD_MIGRATIONS
+from mcp_bridge import JOURNAL_MIGRATIONS, OAUTH_MIGRATIONS, TOKEN_MIGRATIONS, marker_for
 from storage import Database, Migrations
 
 log = structlog.get_logger(__name__)

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from alerts.channels.sender import OutboxSender
-from mcp_bridge.tools import Services
+from alerts import OutboxSender
+from mcp_bridge import Services
 from storage import StorageUnavailable
 
 log = structlog.get_logger(__name__)
@@ -70,10 +70,10 @@ class _StateCollector(Collector):
                 if event_ms:
                     lag.add_metric([symbol], max(0.0, now - event_ms / 1000))
             yield lag
-            weight = getattr(getattr(engine.sync.clock, "_rest", None), "gate", None)
+            weight = engine.sync.request_weight_used
             if weight is not None:
                 yield GaugeMetricFamily(
-                    "chartgen_request_weight_used", "Binance REQUEST_WEIGHT used this minute", weight.used_weight
+                    "chartgen_request_weight_used", "Binance REQUEST_WEIGHT used this minute", weight
                 )
         alerts = self.services.alerts
         if alerts is not None:

@@ -16,18 +16,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from alerts.fired_history import recent_fired
-from alerts.models import Alert, Firing, notification_payload
-from alerts.requests import AlertInputError
-from brokers.models import Actor, Fill
+from alerts import Alert, AlertInputError, Firing, notification_payload, recent_fired
+from brokers import Actor, Fill
 from dashboard.charts import chart_payload
 from dashboard.deps import OPERATOR, DashboardDeps
 from dashboard.sessions import Session
-from mcp_bridge.errors import ToolError
-from mcp_bridge.scopes import ALL_SCOPES
-from mcp_bridge.tokens import TokenError, parse_scope_list
-from mcp_bridge.tools.alerting import SetAlertArgs
-from mcp_bridge.tools.unit import parse_args
+from mcp_bridge import ALL_SCOPES, SetAlertArgs, TokenError, ToolError, parse_args, parse_scope_list
 
 ADMIN = Actor(principal=None, admin=True)
 MAX_BODY = 16 * 1024
@@ -202,8 +196,7 @@ async def health(request: Request, deps: DashboardDeps, session: Session) -> Res
     if engine is not None:
         now = time.time()
         out["lag_s"] = {s: round(max(0.0, now - ms / 1000), 3) for s, (_, ms) in engine.sync.last_prices.items() if ms}
-        gate = getattr(getattr(engine.sync.clock, "_rest", None), "gate", None)
-        out["request_weight_used"] = None if gate is None else gate.used_weight
+        out["request_weight_used"] = engine.sync.request_weight_used
     return ok(out)
 
 

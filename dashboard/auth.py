@@ -27,9 +27,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from dashboard.deps import DashboardDeps
 from dashboard.device_cookies import DEVICE_COOKIE, device_of, set_device_cookie
 from dashboard.sessions import Session, SignInState
-from mcp_bridge.oauth.attempts import TooManyAttempts
-from mcp_bridge.oauth.consent import origin_of
-from mcp_bridge.oauth.passphrase import check_passphrase_async
+from mcp_bridge import TooManyAttempts, check_passphrase_async, origin_of
 
 COOKIE = "chartgen_session"
 SECURITY_HEADERS = {

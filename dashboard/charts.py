@@ -13,10 +13,9 @@ from typing import Any
 
 import orjson
 
-from alerts.fired_history import recent_fired
+from alerts import recent_fired
 from dashboard.deps import DashboardDeps
-from mcp_bridge.errors import ToolError
-from mcp_bridge.tools.charting import chart_request
+from mcp_bridge import ToolError, chart_request
 
 INTERVAL_S = {"1m": 60, "3m": 180, "5m": 300, "15m": 900, "30m": 1800, "1h": 3600, "2h": 7200, "4h": 14400,
               "6h": 21600, "8h": 28800, "12h": 43200, "1d": 86400, "3d": 259200, "1w": 604800}  # fmt: skip

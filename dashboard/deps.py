@@ -6,13 +6,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from brokers.models import Fill
+from brokers import Fill
 from dashboard.sessions import Sessions
-from engine.events import Tick
-from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import OAuthStore
-from mcp_bridge.tools import Services
+from engine import Tick
+from mcp_bridge import OAuthStore, PassphraseAttempts, PgOAuthStore, Services
 
 OPERATOR = "operator"
 """The principal that owns alerts created from the dashboard."""

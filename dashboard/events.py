@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from dashboard.deps import DashboardDeps
 from dashboard.sessions import Session
-from engine.events import BarClosed, IndicatorsUpdated, Lagged, Tick
+from engine import BarClosed, IndicatorsUpdated, Lagged, Tick
 
 TICK_BACKLOG = 2000
 

@@ -30,7 +30,7 @@ from dashboard.auth import (
 )
 from dashboard.deps import DashboardDeps
 from dashboard.events import events
-from mcp_bridge.rebinding import guarded
+from mcp_bridge import guarded
 from storage import StorageUnavailable
 
 TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}

@@ -22,10 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from brokers.halt_authority import HaltAuthority, HaltRefused
-from brokers.models import Actor
-from brokers.schedules.service import ScheduleService
-from brokers.schedules.spec import ScheduleInputError, iso
+from brokers import Actor, HaltAuthority, HaltRefused, ScheduleInputError, ScheduleService, iso
 from dashboard.api import bad, json_body, ok
 from dashboard.deps import OPERATOR, DashboardDeps
 from dashboard.sessions import Session

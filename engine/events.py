@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -99,10 +99,16 @@ class Subscription:
     the bus when the consumer stops.
     """
 
-    __slots__ = ("_bus", "_closed", "_dropped", "_items", "_maxsize", "_waiter", "kinds", "symbols")
+    __slots__ = ("_closed", "_dropped", "_items", "_maxsize", "_on_close", "_waiter", "kinds", "symbols")
 
-    def __init__(self, bus: EventBus, maxsize: int, kinds: frozenset[type], symbols: frozenset[str] | None) -> None:
-        self._bus = bus
+    def __init__(
+        self,
+        maxsize: int,
+        kinds: frozenset[type],
+        symbols: frozenset[str] | None,
+        on_close: Callable[[Subscription], None] = lambda sub: None,
+    ) -> None:
+        self._on_close = on_close
         self._items: deque[Event] = deque()
         self._maxsize = maxsize
         self._dropped = 0
@@ -111,7 +117,8 @@ class Subscription:
         self.kinds = kinds
         self.symbols = symbols
 
-    def _offer(self, event: Event) -> None:
+    def offer(self, event: Event) -> None:
+        """Queue ``event`` for the reader (the bus's :meth:`EventBus.publish`); full: the oldest is dropped."""
         if len(self._items) >= self._maxsize:
             self._items.popleft()
             self._dropped += 1
@@ -158,7 +165,7 @@ class Subscription:
         """Stop receiving; a pending :meth:`get` raises SubscriptionClosed once drained."""
         if not self._closed:
             self._closed = True
-            self._bus._remove(self)
+            self._on_close(self)
             self._wake()
 
     def __enter__(self) -> Subscription:
@@ -203,7 +210,7 @@ class EventBus:
         if size < 1:
             raise ValueError("maxsize must be at least 1")
         sym = None if symbols is None else frozenset(s.upper() for s in symbols)
-        sub = Subscription(self, size, wanted, sym)
+        sub = Subscription(size, wanted, sym, on_close=self._remove)
         self._subs.append(sub)
         self._reindex()
         return sub
@@ -224,7 +231,7 @@ class EventBus:
         """Offer ``event`` to every interested subscriber (drop-oldest when one is full)."""
         for sub in self._by_kind[type(event)]:
             if sub.symbols is None or event.symbol in sub.symbols:
-                sub._offer(event)
+                sub.offer(event)
 
     def close(self) -> None:
         """Close every subscription (their readers see the end of the stream)."""

@@ -1,9 +1,11 @@
 """The signal registry: the 25 alert-matchable labels and where each signal happened.
 
 A signal is a labelled dot of an indicator result (contract §3.5).  This module knows the
-closed set of labels, which indicator emits which (from the catalogue), and turns a result
-into :class:`Signal` records carrying the bar index and the bar open time.  The alert
-engine asks one question of it: which signals are on the newest closed bar.
+closed set of labels and turns a result into :class:`Signal` records carrying the bar index
+and the bar open time.  The alert engine asks one question of it: which signals are on the
+newest closed bar.  Which indicator emits which label is a question over the catalogue, so
+it is answered there (engine.indicators.registry.emitters): the indicators import this module
+(their newest-bar path reads signals), and it imports none of them.
 """
 
 from __future__ import annotations
@@ -57,25 +59,6 @@ class Signal:
     confirmed_index: int
     confirmed_time: int | None
     value: float
-
-
-def emitters() -> dict[str, tuple[str, ...]]:
-    """For each label, the canonical names of the indicators that can emit it."""
-    from engine.indicators.registry import all_indicators
-
-    table: dict[str, list[str]] = {label: [] for label in SIGNAL_LABELS}
-    for d in all_indicators():
-        for label in d.signals:
-            table[label].append(d.name)
-    return {label: tuple(names) for label, names in table.items()}
-
-
-def labels_of(indicator: str) -> tuple[str, ...]:
-    """Labels the named indicator (canonical name or alias) can emit; empty if none or unknown."""
-    from engine.indicators.registry import lookup
-
-    d = lookup(indicator)
-    return d.signals if d is not None else ()
 
 
 def extract(result: PanelResult, bars: Bars) -> list[Signal]:

@@ -51,8 +51,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from alerts.push import PushHub
-from alerts.repository import AlertRepository
+from alerts import AlertRepository, PushHub
 from config import is_loopback_host
 from mcp_bridge.http_bodies import (
     MAX_BODY_BYTES,
@@ -147,7 +146,7 @@ class McpEndpoint:
         self.max_unauthenticated_body_bytes = max_unauthenticated_body_bytes
         self.max_streams_per_principal = max_streams_per_principal
 
-    async def _principal(self, request: Request) -> tuple[Caller | None, str | None]:
+    async def caller_of(self, request: Request) -> tuple[Caller | None, str | None]:
         """(caller, None) for a valid token; (None, reason) for a missing or bad one.
 
         Failed bearer attempts count per client address; past the limit an attempt from that
@@ -174,7 +173,7 @@ class McpEndpoint:
     async def _get_stream(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
         session_id = request.headers.get("mcp-session-id")
         if self.authenticate is not None:
-            caller, problem = await self._principal(request)
+            caller, problem = await self.caller_of(request)
         else:
             caller, problem = Caller("anonymous", frozenset()), None
         if caller is None:
@@ -218,7 +217,7 @@ class McpEndpoint:
         caller: Caller | None = None
         if self.authenticate is not None and request.headers.get("authorization") is not None:
             # the bearer first: a large body is read only for a valid token
-            caller, problem = await self._principal(request)
+            caller, problem = await self.caller_of(request)
             if caller is None:
                 # chartgen's 401 echoes the request id: read it from a small body only
                 small, ended = await read_body(receive, self.max_unauthenticated_body_bytes)
@@ -354,7 +353,7 @@ def build_http_app(
 
     async def status_route(request: Request) -> Response:
         if authenticate is not None:
-            principal, problem = await endpoint._principal(request)
+            principal, problem = await endpoint.caller_of(request)
             if principal is None:
                 return Response(
                     problem, status_code=_status_for(problem), headers={"www-authenticate": www_authenticate}
@@ -365,7 +364,7 @@ def build_http_app(
     async def metrics_route(request: Request) -> Response:
         """Prometheus exposition: direct loopback scrapers freely, others with a valid bearer token."""
         if authenticate is not None and (metrics_require_token or not _is_direct_loopback(request)):
-            principal, problem = await endpoint._principal(request)
+            principal, problem = await endpoint.caller_of(request)
             if principal is None:
                 return Response(
                     problem, status_code=_status_for(problem), headers={"www-authenticate": www_authenticate}

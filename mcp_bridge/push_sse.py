@@ -24,8 +24,7 @@ from typing import Any
 import structlog
 from starlette.types import Receive, Scope, Send
 
-from alerts.push import PushHub
-from alerts.repository import AlertRepository
+from alerts import AlertRepository, PushHub
 
 log = structlog.get_logger(__name__)
 

@@ -28,12 +28,8 @@ from typing import Any
 
 import asyncpg
 
-from alerts.action_store import strip_actions_in
-from alerts.pg_actions import strip_actions
-from brokers.pg_suspensions import mark_revoked
-from brokers.schedules.pg_store import cancel_owners
-from brokers.schedules.store import cancel_owners_in
-from brokers.suspensions import mark_revoked_in
+from alerts import strip_actions, strip_actions_in
+from brokers import cancel_owners, cancel_owners_in, mark_revoked, mark_revoked_in
 
 
 @dataclass(frozen=True, slots=True)

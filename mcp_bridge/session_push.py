@@ -16,8 +16,7 @@ from typing import Any
 import orjson
 import structlog
 
-from alerts.push import PushHub
-from alerts.repository import AlertRepository
+from alerts import AlertRepository, PushHub
 
 log = structlog.get_logger(__name__)
 

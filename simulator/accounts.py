@@ -214,7 +214,8 @@ class SimAccount:
     def steps(start_price: float) -> tuple[Decimal, Decimal]:
         return Decimal(repr(tick_size_for(start_price))), Decimal(repr(step_size_for(start_price)))
 
-    def _check(self, qty: Decimal, price: Decimal | None, tick: Decimal, step: Decimal, market: bool) -> None:
+    def check_filters(self, qty: Decimal, price: Decimal | None, tick: Decimal, step: Decimal, market: bool) -> None:
+        """PRICE_FILTER, LOT_SIZE and (``market``) MARKET_LOT_SIZE of filters.md; raises OrderError -1013."""
         if price is not None:
             if price < tick or price > MAX_PRICE or (price - tick) % tick != 0:
                 raise OrderError(-1013, "Filter failure: PRICE_FILTER")
@@ -223,8 +224,14 @@ class SimAccount:
         if market and qty > MARKET_MAX_QTY:
             raise OrderError(-1013, "Filter failure: MARKET_LOT_SIZE")
 
+    def take_order_id(self) -> int:
+        """The next order id (each placed order, conditional or in a list, takes one)."""
+        self._next_order += 1
+        return self._next_order - 1
+
     # --- balances ----------------------------------------------------------------------
-    def _bal(self, asset: str) -> Decimal:
+    def free_balance(self, asset: str) -> Decimal:
+        """The free amount of ``asset`` (an asset not held yet is added at 0, free and locked)."""
         self.free.setdefault(asset, Decimal(0))
         self.locked.setdefault(asset, Decimal(0))
         return self.free[asset]
@@ -236,10 +243,11 @@ class SimAccount:
         ]
 
     # --- events ------------------------------------------------------------------------
-    def _emit(
+    def report_order(
         self, order: SimOrder, exec_type: str, now: int, fill: dict[str, Any] | None,
         extra: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
+        """Send ``order``'s ``executionReport`` (then the balances, if they changed) and run the order hooks."""
         report = execution_report(order, exec_type, now, fill, self._next_exec)
         if extra:
             report |= extra
@@ -384,7 +392,7 @@ class SimAccount:
                         -1102, "Param 'quantity' or 'quoteOrderQty' must be sent, but both were empty/null!"
                     )
                 qty = _floor(quote_qty / last, step)
-            self._check(qty, None, tick, step, market=True)
+            self.check_filters(qty, None, tick, step, market=True)
             if qty * last < MIN_NOTIONAL:
                 raise OrderError(-1013, "Filter failure: NOTIONAL")
         else:
@@ -392,7 +400,7 @@ class SimAccount:
                 raise OrderError(-1102, "Mandatory parameter 'price' was not sent, was empty/null, or malformed.")
             if qty is None:
                 raise OrderError(-1102, "Mandatory parameter 'quantity' was not sent, was empty/null, or malformed.")
-            self._check(qty, price, tick, step, market=False)
+            self.check_filters(qty, price, tick, step, market=False)
             if qty * price < MIN_NOTIONAL:
                 raise OrderError(-1013, "Filter failure: NOTIONAL")
         stp = stp or DEFAULT_STP
@@ -412,13 +420,13 @@ class SimAccount:
             need_asset, need = quote, sum((p * q for p, q in fills), Decimal(0))
         else:
             need_asset, need = quote, qty * (price or Decimal(0))
-        if self._bal(need_asset) < need:
+        if self.free_balance(need_asset) < need:
             raise OrderError(-2010, "Account has insufficient balance for requested action.")
         if test:
             return SimOrder(symbol, 0, client_id, side, otype, tif, qty, price or Decimal(0), "NEW", now, now)
         order = SimOrder(
             symbol=symbol,
-            order_id=self._next_order,
+            order_id=self.take_order_id(),
             client_order_id=client_id,
             side=side,
             type=otype,
@@ -431,10 +439,9 @@ class SimAccount:
             quote_qty=quote_qty if by_quote else None,
             stp_mode=stp,
         )
-        self._next_order += 1
         self.orders[order.order_id] = order
         self.by_client[(symbol, client_id)] = order.order_id
-        self._emit(order, "NEW", now, None)
+        self.report_order(order, "NEW", now, None)
         self.work(order, now)
         return order
 
@@ -463,7 +470,7 @@ class SimAccount:
             return "EXPIRED"
         base, quote = split_symbol(order.symbol)
         asset, amount = (quote, order.remaining * order.price) if order.side == "BUY" else (base, order.remaining)
-        if self._bal(asset) < amount:
+        if self.free_balance(asset) < amount:
             self.expire(order, now, "REJECTED")  # only a triggered stop can lack the funds here
             return "EXPIRED"
         self.free[asset] -= amount
@@ -563,13 +570,13 @@ class SimAccount:
             "pL": _s(price),
             "pY": _s(qty * price),
         }
-        self._emit(order, "TRADE_PREVENTION", now, None, extra)
+        self.report_order(order, "TRADE_PREVENTION", now, None, extra)
 
     def expire(self, order: SimOrder, now: int, reason: str) -> None:
         """The rest of ``order`` expires (nothing of it is locked any more)."""
         order.status, order.update_ms, order.reserved = "EXPIRED", now, Decimal(0)
         order.expiry_reason = reason
-        self._emit(order, "EXPIRED", now, None)
+        self.report_order(order, "EXPIRED", now, None)
 
     def _fee(self, maker: bool) -> Decimal:
         return self.maker_fee if maker else self.taker_fee
@@ -608,8 +615,8 @@ class SimAccount:
         """``qty`` of ``order`` trades at ``price`` (a maker fill from its lock, a taker's from free funds)."""
         base, quote = split_symbol(order.symbol)
         value = qty * price
-        self._bal(base)
-        self._bal(quote)
+        self.free_balance(base)
+        self.free_balance(quote)
         if maker:
             self._release_part(order, qty)
         if order.side == "BUY":
@@ -652,7 +659,7 @@ class SimAccount:
                 "isBestMatch": True,
             }
         )
-        self._emit(order, "TRADE", now, fill)
+        self.report_order(order, "TRADE", now, fill)
 
     def match(self, symbol: str, price: Decimal, now: int, qty: Decimal | None = None) -> int:
         """A trade of ``qty`` (None: unknown, as much as needed) at ``price``: fill resting orders of ``symbol``.
@@ -692,7 +699,7 @@ class SimAccount:
         if order.reserved is not None:
             amount = order.reserved
         self.locked[asset] -= amount
-        self.free[asset] = self._bal(asset) + amount
+        self.free[asset] = self.free_balance(asset) + amount
         order.reserved = Decimal(0)
 
     def prevented_matches(
@@ -724,5 +731,5 @@ class SimAccount:
         order.status = "CANCELED"
         order.update_ms = now
         order.reserved = Decimal(0)
-        self._emit(order, "CANCELED", now, None)
+        self.report_order(order, "CANCELED", now, None)
         return order

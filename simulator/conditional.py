@@ -75,9 +75,9 @@ def validate(
         raise OrderError(-1106, "Parameter 'stopPrice' sent when not required.")
     if not conditional and delta is not None:
         raise OrderError(-1106, "Parameter 'trailingDelta' sent when not required.")
-    account._check(qty, price, tick, step, market=otype in ("STOP_LOSS", "TAKE_PROFIT"))
+    account.check_filters(qty, price, tick, step, market=otype in ("STOP_LOSS", "TAKE_PROFIT"))
     if stop is not None:
-        account._check(qty, stop, tick, step, market=False)
+        account.check_filters(qty, stop, tick, step, market=False)
     if qty * (price or stop or last) < MIN_NOTIONAL:
         raise OrderError(-1013, "Filter failure: NOTIONAL")
     if price is not None:
@@ -98,7 +98,7 @@ def lock(account: SimAccount, order: SimOrder, amount: Decimal) -> None:
     """Lock ``amount`` of the asset ``order`` spends (refusing with -2010 if it is not free)."""
     base, quote = split_symbol(order.symbol)
     asset = quote if order.side == "BUY" else base
-    if account._bal(asset) < amount:
+    if account.free_balance(asset) < amount:
         raise OrderError(-2010, "Account has insufficient balance for requested action.")
     account.free[asset] -= amount
     account.locked[asset] += amount
@@ -113,7 +113,7 @@ def release(account: SimAccount, order: SimOrder) -> None:
     amount = order.reserved
     if amount is None:
         amount = remaining * order.price if order.side == "BUY" else remaining
-    account._bal(asset)
+    account.free_balance(asset)
     account.locked[asset] -= amount
     account.free[asset] += amount
     order.reserved = Decimal(0)
@@ -143,7 +143,7 @@ def new_order(
             raise OrderError(-2010, "Duplicate order sent.")
     order = SimOrder(
         symbol=symbol,
-        order_id=account._next_order,
+        order_id=account.take_order_id(),
         client_order_id=client_id,
         side=side,
         type=otype,
@@ -160,7 +160,6 @@ def new_order(
         reserved=Decimal(0),
         stp_mode=stp,
     )
-    account._next_order += 1
     account.orders[order.order_id] = order
     account.by_client[(symbol, client_id)] = order.order_id
     return order
@@ -229,7 +228,7 @@ class Conditionals:
         self.check_new(symbol, otype, side, stop, last)
         amount = need(side, otype, checked, price, stop, last)
         base, quote = split_symbol(symbol)
-        if self.account._bal(quote if side == "BUY" else base) < amount:
+        if self.account.free_balance(quote if side == "BUY" else base) < amount:
             raise OrderError(-2010, "Account has insufficient balance for requested action.")
         if (symbol, client_id) in self.account.by_client and not test:
             existing = self.account.orders[self.account.by_client[(symbol, client_id)]]
@@ -255,7 +254,7 @@ class Conditionals:
         if state.tracking:
             order.trailing_time = now
         self.states[order.order_id] = state
-        self.account._emit(order, "NEW", now, None)
+        self.account.report_order(order, "NEW", now, None)
 
     def on_price(self, symbol: str, price: Decimal, now: int) -> int:
         """A trade at ``price``: move the trigger states of ``symbol``; fire those that trigger."""
@@ -294,12 +293,12 @@ class Conditionals:
             cost = order.orig_qty * limit
         else:
             cost = sum((p * q for p, q in planned), Decimal(0))
-        if self.account._bal(quote if order.side == "BUY" else base) < cost:
+        if self.account.free_balance(quote if order.side == "BUY" else base) < cost:
             self.account.expire(order, now, "REJECTED")
             return
         order.reserved = None
         if limit is not None and not planned and order.time_in_force not in ("IOC", "FOK"):
             if self.account.work(order, now) == "REST":
-                self.account._emit(order, "NEW", now, None)  # on the book now
+                self.account.report_order(order, "NEW", now, None)  # on the book now
             return
         self.account.work(order, now)

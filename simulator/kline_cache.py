@@ -63,10 +63,11 @@ class ClosedKlines:
         """The kept kline opening at ``open_time`` as a tuple of its fields, or None."""
         k = self._index(open_time)
         found = None if k is None else self._blocks.get(k // BLOCK)
-        if found is None:
+        if k is None or found is None:
             return None
         record = found[k % BLOCK]
-        return record.item() if record["x"] else None  # type: ignore[no-any-return]
+        fields: tuple[int, int, float, float, float, float, float, int, bool] = record.item()
+        return fields if record["x"] else None
 
     def keep(self, fields: tuple[int, int, float, float, float, float, float, int, bool]) -> None:
         """Keep one closed kline, given as its fields (``x`` True)."""

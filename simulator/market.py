@@ -128,7 +128,8 @@ class Market:
         self.symbol = symbol
         self.path = PricePath(symbol, seed, origin_ms)
         self._base_volume = 5.0 + (_stable_hash(f"vol:{seed}:{symbol}") % 1000) / 10.0
-        self._vol_key = _stable_hash(f"{seed}:{symbol}:volume")
+        self.volume_key = _stable_hash(f"{seed}:{symbol}:volume")
+        """Seeds each kline's volume draw with its open time (:func:`klines_of` computes them together)."""
         self._closed: dict[str, ClosedKlines] = {}
         """Closed klines by interval (kline_cache.py)."""
         self._open: dict[str, tuple[tuple[int, int], Kline]] = {}
@@ -162,7 +163,7 @@ class Market:
         held = self._open.get(interval)
         return held[1] if held is not None and held[0] == (now_ms, len(self.path.trades_t)) else None
 
-    def _lookup(self, interval: str, open_times: Sequence[int], now_ms: int) -> list[Kline | None]:
+    def cached(self, interval: str, open_times: Sequence[int], now_ms: int) -> list[Kline | None]:
         """The cached klines of ``open_times`` (closed ones, and the open one while nothing moved), else None."""
         get = self._store(interval).get
         out: list[Kline | None] = [None if v is None else _new_kline(v) for v in map(get, open_times)]
@@ -171,7 +172,7 @@ class Market:
             out = [held if k is None and t == held.open_time else k for t, k in zip(open_times, out, strict=True)]
         return out
 
-    def _keep(self, interval: str, k: Kline, now_ms: int) -> None:
+    def keep(self, interval: str, k: Kline, now_ms: int) -> None:
         """Cache a kline just built: closed ones for good, the open one while neither clock nor tape moves."""
         if k.closed:
             self._store(interval).keep(k)
@@ -303,7 +304,7 @@ def _build_columns(
     highs, lows = prices.max(axis=0), prices.min(axis=0)
     # volume: deterministic per (market, open time); × 1.0 (unchanged) for a closed kline without trades
     base_volume = np.array([m.base_volume for m in markets])[own]
-    keys = np.array([m._vol_key for m in markets], dtype=np.uint64)[own]
+    keys = np.array([m.volume_key for m in markets], dtype=np.uint64)[own]
     h = (starts.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ keys
     h ^= h >> np.uint64(29)
     u = (h % np.uint64(1_000_003)).astype(np.float64) / 1_000_003
@@ -325,7 +326,7 @@ def _build(markets: Sequence[Market], own: np.ndarray, interval: str, starts: np
     """:func:`_build_columns` as Klines, each kept by its market (closed ones, and the open one while nothing moves)."""
     built = _build_columns(markets, own, interval, starts, now_ms).klines()
     for k, j in zip(built, own.tolist(), strict=True):
-        markets[j]._keep(interval, k, now_ms)
+        markets[j].keep(interval, k, now_ms)
     return built
 
 
@@ -337,7 +338,7 @@ def klines_of(requests: Sequence[tuple[Market, str, Sequence[int]]], now_ms: int
     element) costs one round of numpy calls instead of one per market.  Each (market, interval)
     appears at most once.
     """
-    found = [m._lookup(interval, times, now_ms) for m, interval, times in requests]
+    found = [m.cached(interval, times, now_ms) for m, interval, times in requests]
     groups: dict[str, list[int]] = {}  # interval → the requests with klines to build
     for r, (_, interval, _) in enumerate(requests):
         if any(k is None for k in found[r]):
@@ -345,7 +346,9 @@ def klines_of(requests: Sequence[tuple[Market, str, Sequence[int]]], now_ms: int
     for interval, members in groups.items():
         markets: list[Market] = []
         slot: dict[int, int] = {}  # id(market) → its index in markets
-        starts, own, where = [], [], []
+        starts: list[int] = []
+        own: list[int] = []
+        where: list[tuple[int, list[int]]] = []
         for r in members:
             market, _, times = requests[r]
             if id(market) not in slot:
@@ -359,7 +362,7 @@ def klines_of(requests: Sequence[tuple[Market, str, Sequence[int]]], now_ms: int
         at = 0
         for r, todo in where:
             if len(todo) == len(found[r]):
-                found[r] = built[at : at + len(todo)]  # nothing was cached (a cold window)
+                found[r] = list[Kline | None](built[at : at + len(todo)])  # nothing was cached (a cold window)
             else:
                 for i, k in zip(todo, built[at : at + len(todo)], strict=True):
                     found[r][i] = k

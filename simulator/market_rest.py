@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from simulator.exchange import SimExchange
-from simulator.rest import EXCHANGE_KEY, ApiError, _int_param, _symbol, json_response
+from simulator.rest import EXCHANGE_KEY, ApiError, _int_param, _symbol, json_response, symbols_param
 
 DEPTH_DEFAULT, DEPTH_MAX = 100, 5000
 TRADES_DEFAULT, TRADES_MAX = 500, 1000
@@ -42,27 +41,6 @@ def _check_status(request: web.Request) -> None:
         raise ApiError(-1122, "Invalid symbolStatus.")
     if status != "TRADING":
         raise ApiError(-1220, "The symbol's status does not match the requested symbolStatus.")
-
-
-def symbols_param(ex: SimExchange, request: web.Request) -> list[str] | None:
-    """``symbol`` or ``symbols`` (a JSON array), never both; None when neither was sent."""
-    if "symbols" not in request.query:
-        sym = _symbol(ex, request, required=False)
-        return None if sym is None else [sym]
-    if "symbol" in request.query:
-        raise ApiError(-1128, "Combination of optional parameters invalid.")
-    try:
-        names = orjson.loads(request.query["symbols"])
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(-1100, "Illegal characters found in parameter 'symbols'.") from exc
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        raise ApiError(-1100, "Illegal characters found in parameter 'symbols'.")
-    wanted = [n.upper() for n in names]
-    if len(set(wanted)) != len(wanted):
-        raise ApiError(-1151, "Symbol is present multiple times in the list.")
-    if any(n not in ex.markets for n in wanted):
-        raise ApiError(-1121, "Invalid symbol.")
-    return wanted
 
 
 def book_top(ex: SimExchange, symbol: str) -> dict[str, str]:

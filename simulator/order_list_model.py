@@ -82,6 +82,18 @@ def order_report(order: SimOrder, now: int) -> dict[str, Any]:
     return out
 
 
+def cancelled_list_view(lst: SimOrderList, legs: list[SimOrder], now: int) -> dict[str, Any]:
+    """A cancelled list as ``DELETE /api/v3/orderList`` answers it (``orderReports`` with ``origClientOrderId``)."""
+    body = lst.view()
+    reports = []
+    for order in legs:
+        report = order_report(order, now)
+        report = {"symbol": report["symbol"], "origClientOrderId": order.client_order_id, **report}
+        reports.append(report)
+    body["orderReports"] = reports
+    return body
+
+
 def list_status_event(lst: SimOrderList, now: int) -> dict[str, Any]:
     """The ``listStatus`` user-data event of ``lst`` now."""
     return {

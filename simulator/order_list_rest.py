@@ -11,13 +11,13 @@ against MAX_NUM_ORDERS, itself against MAX_NUM_ORDER_LISTS (count_filters.py), b
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from aiohttp import web
 
-from brokers.trigger_rules import CONDITIONAL_TYPES
-from simulator.accounts import OrderError, SimOrder
+from brokers import CONDITIONAL_TYPES
+from simulator.accounts import OrderError
 from simulator.exchange import SimExchange
+from simulator.order_list_model import cancelled_list_view
 from simulator.order_lists import Leg, SimOrderList, order_report
 from simulator.order_rest import _decimal, _params, _symbol, stp_mode
 from simulator.rest import ApiError, count_orders, json_response
@@ -100,18 +100,6 @@ def _check_counts(request: web.Request, ex: SimExchange, symbol: str, legs: list
     )
     if refusal is not None:
         raise ApiError(refusal.code, refusal.msg)
-
-
-def cancelled_list_view(lst: SimOrderList, legs: list[SimOrder], now: int) -> dict[str, Any]:
-    """A cancelled list as ``DELETE /api/v3/orderList`` answers it (``orderReports`` with ``origClientOrderId``)."""
-    body = lst.view()
-    reports = []
-    for order in legs:
-        report = order_report(order, now)
-        report = {"symbol": report["symbol"], "origClientOrderId": order.client_order_id, **report}
-        reports.append(report)
-    body["orderReports"] = reports
-    return body
 
 
 def _list_client_id(ex: SimExchange, params: dict[str, str]) -> str:

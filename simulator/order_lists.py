@@ -97,7 +97,7 @@ class OrderLists:
         tp_need = need(side, tp.otype, tp.qty or Decimal(0), tp.price, tp.stop, last)
         stop_need = need(side, stop.otype, stop.qty or Decimal(0), stop.price, stop.stop, last)
         base, quote = split_symbol(symbol)
-        if self.account._bal(quote if side == "BUY" else base) < max(tp_need, stop_need):
+        if self.account.free_balance(quote if side == "BUY" else base) < max(tp_need, stop_need):
             raise OrderError(-2010, "Account has insufficient balance for requested action.")
         orders = [self._create(symbol, leg, now, lst.list_id, "PENDING_NEW") for leg in (tp, stop)]
         self._register(lst, orders)
@@ -130,7 +130,7 @@ class OrderLists:
                     raise OrderError(
                         -1102, "Mandatory parameter 'pendingQuantity' was not sent, was empty/null, or malformed."
                     )
-                self.account._check(leg.qty, None, tick, step, market=True)
+                self.account.check_filters(leg.qty, None, tick, step, market=True)
             else:
                 validate(
                     self.account, side=leg.side, otype=leg.otype, qty=leg.qty, price=leg.price, stop=leg.stop,
@@ -142,7 +142,7 @@ class OrderLists:
                     raise OrderError(refusal.code, refusal.msg)
         lst = self._new_list(symbol, list_client_id, "OTO", now)
         base, quote = split_symbol(symbol)
-        if self.account._bal(quote if working.side == "BUY" else base) < need(
+        if self.account.free_balance(quote if working.side == "BUY" else base) < need(
             working.side, working.otype, working.qty, working.price, None, last
         ):
             raise OrderError(-2010, "Account has insufficient balance for requested action.")
@@ -154,9 +154,9 @@ class OrderLists:
         if len(legs) == 2:
             lst.oco_ids = lst.pending_ids
         lock(self.account, work, need(work.side, work.type, work.orig_qty, work.price, None, last))
-        self.account._emit(work, "NEW", now, None)
+        self.account.report_order(work, "NEW", now, None)
         for leg_order in legs:
-            self.account._emit(leg_order, "NEW", now, None)
+            self.account.report_order(leg_order, "NEW", now, None)
         self._emit(lst, now)
         if marketable or work.time_in_force in ("IOC", "FOK"):
             release(self.account, work)
@@ -195,7 +195,7 @@ class OrderLists:
         lock(self.account, order, need(order.side, order.type, order.orig_qty, order.price, None, last))
         order.status = "NEW"
         order.working_time = now
-        self.account._emit(order, "NEW", now, None)
+        self.account.report_order(order, "NEW", now, None)
 
     def _activate(self, lst: SimOrderList, last: Decimal, now: int) -> None:
         """The working order filled: its pending legs go to work."""
@@ -209,7 +209,7 @@ class OrderLists:
                 base, quote = split_symbol(leg.symbol)
                 planned = self.account.plan(leg.symbol, leg.side, leg.orig_qty, now, stp=leg.stp_mode)
                 cost = leg.orig_qty if leg.side == "SELL" else sum((p * q for p, q in planned), Decimal(0))
-                if self.account._bal(quote if leg.side == "BUY" else base) < cost:
+                if self.account.free_balance(quote if leg.side == "BUY" else base) < cost:
                     self._expire(leg, now)
                 else:
                     leg.reserved = None
@@ -240,7 +240,7 @@ class OrderLists:
             order.status, order.update_ms = status, now
             if status == "EXPIRED":
                 order.expiry_reason = reason or "OCO_TRIGGER"
-            self.account._emit(order, status, now, None)
+            self.account.report_order(order, status, now, None)
 
     def _expire_open(self, lst: SimOrderList, now: int) -> None:
         for order in self._legs(lst):
@@ -274,8 +274,8 @@ class OrderLists:
             elif exec_type in ("CANCELED", "EXPIRED", "REJECTED", "TRADE_PREVENTION"):
                 status = "CANCELED" if exec_type == "CANCELED" else "EXPIRED"
                 reason = "OTO_PHASE_ONE_EXPIRED" if order.order_id == lst.working_id else "OCO_TRIGGER"
-                for other in self._legs(lst):
-                    self._cancel_leg(other, now, status, reason)
+                for leg in self._legs(lst):
+                    self._cancel_leg(leg, now, status, reason)
         finally:
             lst.closing = False
         self._check_done(lst, now)

@@ -22,10 +22,11 @@ from typing import Any
 
 from aiohttp import web
 
-from brokers.trigger_rules import CONDITIONAL_TYPES, percent_price_by_side
+from brokers import CONDITIONAL_TYPES, percent_price_by_side
 from simulator.accounts import DEFAULT_STP, STP_MODES, OrderError, SimOrder
 from simulator.conditional import ALL_TYPES, PERCENT_PRICE, TIF_REQUIRED
 from simulator.exchange import SimExchange
+from simulator.order_list_model import cancelled_list_view
 from simulator.rest import (
     ARRIVED_NS,
     EXCHANGE_KEY,
@@ -316,8 +317,6 @@ async def delete_open_orders(request: web.Request) -> web.Response:
     Standalone orders answer as a cancel does, each list once as ``DELETE /api/v3/orderList`` does;
     with nothing open the answer is -2011 "Unknown order sent.".
     """
-    from simulator.order_list_rest import cancelled_list_view  # order_list_rest imports this module
-
     ex, params = await _params(request)
     symbol = _symbol(ex, params) or ""
     now = ex.now_ms()

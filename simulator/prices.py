@@ -97,15 +97,18 @@ class PricePath:
     trades_q: list[float] = field(default_factory=list)
     trades_m: list[bool] = field(default_factory=list)
     """Per trade: was the buyer the maker (Binance's ``isBuyerMaker``)."""
-    _anchor_factor: list[float] = field(default_factory=list)
+    anchor_factors: list[float] = field(default_factory=list)
+    """Per trade: the factor the path is scaled by from that trade on (1.0 before the first anchoring trade)."""
 
     def __post_init__(self) -> None:
-        self._keys = [_stable_hash(f"{self.seed}:{self.symbol}:{i}") for i in range(len(_OCTAVES))]
-        self._key_array = np.array(self._keys, dtype=np.uint64)
-        self._p0 = start_price(self.symbol)
-        self.tick = tick_size_for(self._p0)
-        self._decimals = max(0, -round(np.log10(self.tick)))
-        self._origin_log = float(self._base_log(np.array([self.origin_ms], dtype=np.int64))[0])
+        # derived once, read by price_many for many paths together: the noise octaves' hash keys, the
+        # start price and its tick's decimals, the noise at the origin (the price there is p0)
+        self.octave_keys = [_stable_hash(f"{self.seed}:{self.symbol}:{i}") for i in range(len(_OCTAVES))]
+        self._key_array = np.array(self.octave_keys, dtype=np.uint64)
+        self.p0 = start_price(self.symbol)
+        self.tick = tick_size_for(self.p0)
+        self.decimals = max(0, -round(np.log10(self.tick)))
+        self.origin_log = float(self._base_log(np.array([self.origin_ms], dtype=np.int64))[0])
 
     def _base_log(self, t_ms: np.ndarray) -> np.ndarray:
         """The noise at each instant; a 2-D ``t_ms`` holds a column of ascending instants per kline.
@@ -157,7 +160,7 @@ class PricePath:
     def _base_log_sparse(self, grid: np.ndarray) -> np.ndarray:
         """:meth:`_base_log` for instants too far apart to price every lattice point between them."""
         out = np.zeros(grid.shape, dtype=np.float64)
-        for (step, amp), key in zip(_OCTAVES, self._keys, strict=True):
+        for (step, amp), key in zip(_OCTAVES, self.octave_keys, strict=True):
             i0, rem = np.divmod(grid, step)
             g = _gauss(key, np.concatenate((i0.ravel(), i0.ravel() + 1)))
             g0, g1 = g[: i0.size].reshape(i0.shape), g[i0.size :].reshape(i0.shape)
@@ -166,12 +169,12 @@ class PricePath:
 
     def base(self, t_ms: np.ndarray) -> np.ndarray:
         """The untraded path: ``p0 · exp(noise(t) − noise(origin))``."""
-        return self._p0 * np.exp(self._base_log(t_ms) - self._origin_log)
+        return self.p0 * np.exp(self._base_log(t_ms) - self.origin_log)
 
     def snap(self, prices: np.ndarray) -> np.ndarray:
         """Round to the nearest tick (at least one tick), exact to the tick's decimals."""
         ticks = np.maximum(np.round(np.asarray(prices, dtype=np.float64) / self.tick), 1.0)
-        return np.round(ticks * self.tick, self._decimals)
+        return np.round(ticks * self.tick, self.decimals)
 
     def price(
         self, t_ms: np.ndarray, *, before_trades_at_t: bool | np.ndarray = False, base: np.ndarray | None = None
@@ -192,7 +195,7 @@ class PricePath:
             idx = np.where(before_trades_at_t, left, np.searchsorted(trades_t, t_ms, side="right")) - 1
         else:
             idx = np.searchsorted(trades_t, t_ms, side="left" if before_trades_at_t else "right") - 1
-        factors = np.concatenate(([1.0], np.asarray(self._anchor_factor)))
+        factors = np.concatenate(([1.0], np.asarray(self.anchor_factors)))
         return self.snap(raw * factors[idx + 1])
 
     @staticmethod
@@ -204,28 +207,28 @@ class PricePath:
         arrays of many markets (a clock advance prices a few instants of each subscribed market).
         """
         t_ms = np.asarray(t_ms, dtype=np.int64)
-        keys = np.array([p._keys for p in paths], dtype=np.uint64)[owner]
+        keys = np.array([p.octave_keys for p in paths], dtype=np.uint64)[owner]
         out = np.zeros(t_ms.shape, dtype=np.float64)
         for o, (step, amp) in enumerate(_OCTAVES):
             i0 = np.floor_divide(t_ms, step)
             frac = (t_ms - i0 * step) / step
             g0, g1 = _gauss(keys[:, o], i0), _gauss(keys[:, o], i0 + 1)
             out += amp * (g0 + (g1 - g0) * frac)
-        p0 = np.array([p._p0 for p in paths])[owner]
-        origin_log = np.array([p._origin_log for p in paths])[owner]
+        p0 = np.array([p.p0 for p in paths])[owner]
+        origin_log = np.array([p.origin_log for p in paths])[owner]
         raw = p0 * np.exp(out - origin_log)
         for j, path in enumerate(paths):
             if path.trades_t:  # re-anchored by posted trades (price(): the factor of the last one up to t)
                 mine = np.flatnonzero(owner == j)
                 trades_t = np.asarray(path.trades_t, dtype=np.int64)
-                factors = np.concatenate(([1.0], np.asarray(path._anchor_factor)))
+                factors = np.concatenate(([1.0], np.asarray(path.anchor_factors)))
                 left = np.searchsorted(trades_t, t_ms[mine], side="left")
                 idx = np.where(before[mine], left, np.searchsorted(trades_t, t_ms[mine], side="right"))
                 raw[mine] = raw[mine] * factors[idx]
         tick = np.array([p.tick for p in paths])[owner]
         ticks = np.maximum(np.round(raw / tick), 1.0)  # snap(), with each element's own tick
         snapped = ticks * tick
-        decimals = np.array([p._decimals for p in paths])[owner]
+        decimals = np.array([p.decimals for p in paths])[owner]
         for d in np.unique(decimals).tolist():
             mine = np.flatnonzero(decimals == d)
             snapped[mine] = np.round(snapped[mine], d)
@@ -252,12 +255,12 @@ class PricePath:
             base = float(self.base(np.array([t_ms], dtype=np.int64))[0])
             factor = price / base
         else:
-            factor = self._anchor_factor[-1] if self._anchor_factor else 1.0
+            factor = self.anchor_factors[-1] if self.anchor_factors else 1.0
         self.trades_t.append(t_ms)
         self.trades_p.append(price)
         self.trades_q.append(qty)
         self.trades_m.append(buyer_maker)
-        self._anchor_factor.append(factor)
+        self.anchor_factors.append(factor)
         return price
 
     def trades_between(self, t0: int, t1: int) -> tuple[list[float], list[float]]:

@@ -134,6 +134,27 @@ def _int_param(request: web.Request, name: str) -> int | None:
         ) from exc
 
 
+def symbols_param(ex: SimExchange, request: web.Request) -> list[str] | None:
+    """``symbol`` or ``symbols`` (a JSON array), never both; None when neither was sent."""
+    if "symbols" not in request.query:
+        sym = _symbol(ex, request, required=False)
+        return None if sym is None else [sym]
+    if "symbol" in request.query:
+        raise ApiError(-1128, "Combination of optional parameters invalid.")
+    try:
+        names = orjson.loads(request.query["symbols"])
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(-1100, "Illegal characters found in parameter 'symbols'.") from exc
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ApiError(-1100, "Illegal characters found in parameter 'symbols'.")
+    wanted = [n.upper() for n in names]
+    if len(set(wanted)) != len(wanted):
+        raise ApiError(-1151, "Symbol is present multiple times in the list.")
+    if any(n not in ex.markets for n in wanted):
+        raise ApiError(-1121, "Invalid symbol.")
+    return wanted
+
+
 async def ping(request: web.Request) -> web.Response:
     return json_response({})
 
@@ -187,8 +208,6 @@ def _ticker_24h(ex: SimExchange, sym: str) -> dict[str, Any]:
 
 
 async def ticker_24hr(request: web.Request) -> web.Response:
-    from simulator.market_rest import symbols_param  # market_rest imports this module
-
     ex = request.app[EXCHANGE_KEY]
     wanted = symbols_param(ex, request)
     if wanted is not None and "symbols" not in request.query:
@@ -221,7 +240,7 @@ def window_size_ms(raw: str | None) -> int:
 def _ticker_window(ex: SimExchange, sym: str, window_ms: int, *, full: bool) -> dict[str, Any]:
     """One symbol's ``GET /api/v3/ticker`` row: tickers.py's rolling window (as the streams compute it)."""
     c = window_stats(ex, sym, window_ms).common()
-    keys = ("openPrice", "highPrice", "lowPrice", "lastPrice", "volume", "quoteVolume")
+    keys: tuple[str, ...] = ("openPrice", "highPrice", "lowPrice", "lastPrice", "volume", "quoteVolume")
     keys += ("openTime", "closeTime", "firstId", "lastId", "count")
     if full:
         keys = ("priceChange", "priceChangePercent", "weightedAvgPrice", *keys)
@@ -230,8 +249,6 @@ def _ticker_window(ex: SimExchange, sym: str, window_ms: int, *, full: bool) -> 
 
 async def ticker_window(request: web.Request) -> web.Response:
     """``GET /api/v3/ticker``: rolling-window statistics for ``symbol`` or ``symbols`` (FULL or MINI)."""
-    from simulator.market_rest import symbols_param  # market_rest imports this module
-
     ex = request.app[EXCHANGE_KEY]
     wanted = symbols_param(ex, request)
     if wanted is None:

@@ -98,11 +98,11 @@ async def ws_api(request: web.Request) -> web.WebSocketResponse:
                 conn.send({"id": req_id, "status": 200, "result": {"subscriptionId": sub_id}})
             elif method == "userDataStream.unsubscribe":
                 try:
-                    sub_id = _optional_int(params, "subscriptionId")
+                    gone_id = _optional_int(params, "subscriptionId")
                 except OrderError as exc:
                     conn.send(_error(req_id, exc.code, exc.msg, exc.status))
                     continue
-                conn.unsubscribe(ex.account, ex.now_ms(), sub_id)
+                conn.unsubscribe(ex.account, ex.now_ms(), gone_id)
                 conn.send({"id": req_id, "status": 200, "result": {}})
             elif method == "session.subscriptions":
                 result = [{"subscriptionId": sub_id} for sub_id in sorted(conn.subscriptions)]

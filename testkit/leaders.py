@@ -8,8 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from cluster.lease import Leases
-from cluster.orders import lease_name
+from cluster import Leases, lease_name
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import PostgresDatabase
 from testkit.daemon_proc import clean_env

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import random
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -65,11 +67,38 @@ def nginx_binary() -> Path:
     )
 
 
+_PORT_BASE = 20000
+_PORT_BLOCK = 800
+""":func:`free_port` hands out ports from ``_PORT_BASE`` up, a block of ``_PORT_BLOCK`` per pytest-xdist
+worker (gw0, gw1 …; 15 workers fit): below Linux's ephemeral range (32768–60999), so no ``bind(0)``
+or outgoing connection of the kernel's takes a port between our pick and the server's bind, and
+two workers of one run never pick the same port."""
+_next_port: list[int] = []
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
 def free_port() -> int:
-    """A loopback port free right now (nginx binds it a moment later; a clash only fails the start)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free right now (the server binds it a moment later; a clash only fails the start).
+
+    Taken in turn from this worker's block (see ``_PORT_BLOCK``), starting at a random offset so
+    that two test runs on one machine rarely walk the same ports; each is checked by binding it."""
+    first = _PORT_BASE + (_worker_index() % 15) * _PORT_BLOCK
+    if not _next_port:
+        _next_port.append(random.randrange(_PORT_BLOCK))
+    for _ in range(_PORT_BLOCK):
+        port = first + _next_port[0] % _PORT_BLOCK
+        _next_port[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {first}–{first + _PORT_BLOCK - 1}")
 
 
 def config(prefix: Path, port: int, upstream_port: int, location: str = DOCUMENTED_LOCATION) -> str:

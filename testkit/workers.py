@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from cluster.membership import owner_of
-from engine.market_data.intervals import interval_seconds
+from cluster import owner_of
+from engine import interval_seconds
 from storage import PostgresDatabase
 from testkit.external import stop_process_group
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import hypothesis
 import pytest
 
 # Test lanes.  Every test file declares its own markers (``pytestmark`` or a test's decorator, or
@@ -20,6 +21,36 @@ import pytest
 # `make test` runs "not slow and not servers", `make test-fast` "not slow and not servers and not
 # process" (the lane that answers in a minute), CI all of them.  tests/test_markers.py fails when a
 # test that starts a process carries none of these markers.
+
+
+# --- hypothesis: the quick lane's profile ---------------------------------------------
+# `make test-fast` sets HYPOTHESIS_PROFILE=fast: no deadline, and every property test runs a fifth
+# of its examples (at least 10, never more than it asks for; 20 for one that names no count): most
+# property tests name their own ``max_examples``, which a profile alone cannot lower.  `make test`
+# and CI load the default profile and run every example count as written.
+FAST_PROFILE = "fast"
+FAST_EXAMPLES_DIVISOR = 5
+FAST_EXAMPLES_FLOOR = 10
+hypothesis.settings.register_profile(FAST_PROFILE, deadline=None)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under the fast profile, cut each property test's own example count (once per function)."""
+    if os.environ.get("HYPOTHESIS_PROFILE") != FAST_PROFILE:
+        return
+    done: set[int] = set()
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if not getattr(test, "is_hypothesis_test", False) or id(test) in done:
+            continue
+        done.add(id(test))
+        # hypothesis keeps a test's settings here and reads them when the test runs (core.py)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is None:
+            raise pytest.UsageError(f"{item.nodeid}: hypothesis keeps a test's settings elsewhere now")
+        fewer = max(min(own.max_examples, FAST_EXAMPLES_FLOOR), own.max_examples // FAST_EXAMPLES_DIVISOR)
+        test._hypothesis_internal_use_settings = hypothesis.settings(own, max_examples=fewer, deadline=None)
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +71,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[No
 @pytest.fixture
 async def db(tmp_path: Any) -> AsyncIterator[Any]:
     """The daemon's database in the test's temp dir, with every package's migrations applied."""
-    from daemon.database import ALL_MIGRATIONS
+    from daemon import ALL_MIGRATIONS
     from storage import Database
 
     database = await Database.open(tmp_path / "chartgen.db")
@@ -68,10 +99,7 @@ async def charts(sim: Any) -> AsyncIterator[Any]:
     """A ChartService reading market data from the simulator, rendering inline."""
     import aiohttp
 
-    from engine.charts.pool import InlineRenderer
-    from engine.charts.service import ChartService
-    from engine.indicators.external.sources import ExternalSources
-    from engine.market_data.source import MarketData
+    from engine import ChartService, ExternalSources, InlineRenderer, MarketData
 
     async with aiohttp.ClientSession() as session:
         market = MarketData(
@@ -90,11 +118,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Scan every log line this session's daemons wrote; a secret found fails the run."""
+    """Scan every log line this session's daemons wrote; a secret found fails the run.
+
+    Under pytest-xdist the controller scans once, after its workers: they share its log folder
+    (the environment they inherit) and their temp dirs lie under its basetemp."""
     from pathlib import Path
 
     from testkit.secret_scan import log_dir, scan
 
+    if hasattr(session.config, "workerinput"):
+        return
     paths = sorted(log_dir().glob("*.log"))
     factory = getattr(session.config, "_tmp_path_factory", None)
     basetemp = factory.getbasetemp() if factory is not None else None

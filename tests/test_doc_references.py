@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,16 +31,29 @@ FOREIGN = ("ecosystem-notes", "style.md", "../shared", "seeds/")
 """Names of files the repository does not contain (the product documents kept outside it)."""
 
 
-def _files(*patterns: str) -> list[Path]:
-    """Files under the repository matching any of ``patterns`` (SKIP_DIRS pruned, this file left out)."""
+@cache
+def _tree() -> tuple[Path, ...]:
+    """Every file under the repository (SKIP_DIRS pruned, this file left out), walked once per run:
+    the tests below read the same tree, which they do not change."""
     found = []
     for top, dirs, names in os.walk(ROOT):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
         for name in sorted(names):
             path = Path(top) / name
-            if any(fnmatch.fnmatch(name, p) for p in patterns) and path.resolve() != THIS:
+            if path.resolve() != THIS:
                 found.append(path)
-    return found
+    return tuple(found)
+
+
+def _files(*patterns: str) -> list[Path]:
+    """Files under the repository matching any of ``patterns``."""
+    return [path for path in _tree() if any(fnmatch.fnmatch(path.name, p) for p in patterns)]
+
+
+@cache
+def _lines(path: Path) -> tuple[str, ...]:
+    """A file's lines, read once per run."""
+    return tuple(path.read_text(encoding="utf-8").splitlines())
 
 
 def _numbered_headings(doc: Path) -> set[str]:
@@ -66,7 +80,7 @@ def _citations() -> list[tuple[str, Path, str]]:
     """(where, docs file, section number) for every citation in the repository's .py and .md files."""
     out = []
     for path in _files("*.py", "*.md"):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(_lines(path), 1):
             for m in CITATION.finditer(line):
                 for number in re.findall(NUM, m.group("spans")):
                     out.append((f"{path.relative_to(ROOT)}:{lineno}: {m.group(0)}", _target(m.group("doc")), number))
@@ -101,7 +115,7 @@ def test_every_named_docs_file_exists() -> None:
     sources = [ROOT / "README.md", *_files("*.py", "*.md")]
     missing = []
     for path in dict.fromkeys(sources):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(_lines(path), 1):
             for name in DOC_PATH.findall(line):
                 if not (DOCS / name).is_file():
                     missing.append(f"{path.relative_to(ROOT)}:{lineno}: docs/{name}")
@@ -116,7 +130,7 @@ def test_nothing_points_outside_the_repository() -> None:
     ]
     offenders = []
     for path in checked:
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(_lines(path), 1):
             hits = [word for word in FOREIGN if word in line]
             if hits:
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {hits}: {line.strip()[:160]}")
@@ -135,7 +149,7 @@ def test_every_named_repository_path_exists() -> None:
     of the repository that exists (a glob, ``{a,b}`` or ``<placeholder>`` is checked up to where it starts)."""
     missing = []
     for path in _files("*.py", "*.md"):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(_lines(path), 1):
             for m in REPO_PATH.finditer(line):
                 named = m.group(1)
                 cut = min((named.index(c) for c in "*<{" if c in named), default=None)

@@ -24,7 +24,6 @@ not seen: the guard catches the ordinary ways of starting a process, not every o
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -108,16 +107,6 @@ def _mentions(node: ast.AST | None, markers: frozenset[str]) -> bool:
     return False
 
 
-def _local_imports(node: ast.AST) -> dict[str, str]:
-    """The ``from x import y`` names bound inside a function (fixtures import lazily)."""
-    found = {}
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.ImportFrom) and sub.module is not None:
-            for alias in sub.names:
-                found[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
-    return found
-
-
 def _is_fixture(node: ast.AST) -> bool:
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return False
@@ -128,17 +117,9 @@ def _is_fixture(node: ast.AST) -> bool:
     return False
 
 
-def _fixture_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[str]:
+def _arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     args = fn.args
-    for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-        yield arg.arg
-    for sub in ast.walk(fn):
-        if (
-            isinstance(sub, ast.Call)
-            and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr in {"getfixturevalue", "usefixtures"}
-        ):
-            yield from (a.value for a in sub.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return [arg.arg for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
 
 
 @dataclass(frozen=True)
@@ -153,18 +134,31 @@ class Uses:
 
     @classmethod
     def of(cls, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> Uses:
-        names = dict.fromkeys(
-            d for sub in ast.walk(node) if isinstance(sub, ast.Name | ast.Attribute) and (d := _dotted(sub))
-        )
+        """Read in one walk of ``node``: the dotted names; the ``from x import y`` names bound inside it
+        (fixtures import lazily); the fixtures it asks for by parameter or by
+        ``request.getfixturevalue("…")`` / ``usefixtures("…")``."""
+        names: dict[str, None] = {}
+        local: dict[str, str] = {}
+        asked: list[str] = []
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name | ast.Attribute):
+                if dotted := _dotted(sub):
+                    names[dotted] = None
+            elif isinstance(sub, ast.ImportFrom) and sub.module is not None:
+                for alias in sub.names:
+                    local[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr in {"getfixturevalue", "usefixtures"}
+            ):
+                asked += [a.value for a in sub.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         fixture = _is_fixture(node)
-        takes = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (node.name.startswith("test") or fixture)
         call = next((d for d in node.decorator_list if isinstance(d, ast.Call)), None) if fixture else None
-        return cls(
-            tuple(names),
-            _local_imports(node),
-            tuple(dict.fromkeys(_fixture_names(node))) if takes else (),
-            call,
-        )
+        fixtures: tuple[str, ...] = ()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (node.name.startswith("test") or fixture):
+            fixtures = tuple(dict.fromkeys([*_arguments(node), *asked]))
+        return cls(tuple(names), local, fixtures, call)
 
 
 @dataclass

@@ -277,9 +277,13 @@ class BinanceBroker(BinanceListsMixin):
     def recv_window_ms(self) -> int:
         return self._recv_window
 
+    def time_offset_ms(self) -> int:
+        """The exchange's clock minus ours, as last synced (:meth:`sync_time`), in ms."""
+        return int(self._client.timestamp_offset)
+
     def exchange_time_ms(self) -> int:
         """The exchange's time as this process estimates it (local clock + the synced offset)."""
-        return int(self._clock() * 1000) + int(self._client.timestamp_offset)
+        return int(self._clock() * 1000) + self.time_offset_ms()
 
     async def place_signed_at(self, req: OrderRequest, timestamp_ms: int) -> ExchangeOrder:
         """:meth:`place`, the request signed with ``timestamp_ms`` (brokers/binance/signing.py says why):

@@ -43,7 +43,7 @@ def signed_at(timestamp_ms: int) -> Iterator[None]:
         _PINNED_MS.reset(token)
 
 
-class PinnableClient(AsyncClient):  # type: ignore[misc]
+class PinnableClient(AsyncClient):  # type: ignore[misc]  # python-binance ships no types: AsyncClient is Any
     """AsyncClient whose signed requests use the pinned timestamp when one is set (:func:`signed_at`)."""
 
     def _generate_signature(self, data: dict[str, Any], uri_encode: bool = True) -> str:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import ccxt.async_support as ccxt_async
 import structlog
@@ -55,11 +55,14 @@ from brokers.models import (
     OrderRequest,
     OutcomeUnknown,
     RateLimitedError,
+    Side,
 )
 from brokers.protocol import ExecutionHandler
 
 log = structlog.get_logger(__name__)
 
+_SIDES: dict[str, Side] = {"buy": "BUY", "sell": "SELL"}
+"""ccxt's unified order sides as ours."""
 _STATUS = {
     "closed": "FILLED",
     "canceled": "CANCELED",
@@ -247,12 +250,16 @@ class CcxtBroker(NoOrderLists):
         client_id = str(o.get("clientOrderId") or client_order_id or o.get("id"))
         if o.get("id") is not None and client_id != str(o["id"]):
             self._client_ids[str(o["id"])] = client_id
+        raw_side = str(o.get("side", "buy"))
+        # a cancel answer may carry no side (Kraken's CancelOrder answers a count): its text is kept, as the
+        # venue gave it, rather than a side invented here
+        side = _SIDES.get(raw_side) or cast(Side, raw_side.upper())
         fills = tuple(self._fill(t, symbol, side=o.get("side")) for t in (o.get("trades") or []))
         return ExchangeOrder(
             symbol=symbol,
             client_order_id=client_id,
             status=status,
-            side=str(o.get("side", "buy")).upper(),  # type: ignore[arg-type]
+            side=side,
             type=str(o.get("type", "market")).upper(),
             orig_qty=amount,
             executed_qty=filled,
@@ -270,15 +277,15 @@ class CcxtBroker(NoOrderLists):
     def _fill(self, t: dict[str, Any], symbol: str, *, side: str | None = None) -> Fill:
         """One ccxt trade; the trades inside an order answer carry no side, so the order's is used."""
         fee = t.get("fee") or {}
-        trade_side = t.get("side") or side
-        if trade_side not in ("buy", "sell"):
+        trade_side = _SIDES.get(str(t.get("side") or side))
+        if trade_side is None:
             raise BrokerError(f"{self.exchange.id} returned a trade without a side: {t.get('id')}")
         order_id = None if t.get("order") is None else str(t["order"])
         client_id = self._client_ids.get(order_id or "") or order_id or ""
         return Fill(
             trade_id=trade_id(t.get("id")),
             symbol=symbol,
-            side=trade_side.upper(),  # type: ignore[arg-type]
+            side=trade_side,
             client_order_id=client_id,
             quantity=_d(t.get("amount")),
             price=_d(t.get("price")),

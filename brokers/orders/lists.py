@@ -29,13 +29,17 @@ from brokers.models import (
     ListRequest,
     OrderRejected,
     OrderRequest,
-    OutcomeUnknown,
     RateLimitedError,
     state_name,
 )
 from brokers.orders.args import OrderInputError, parse_oco
 from brokers.orders.args import plain_decimal as plain
+from brokers.orders.journal import ExitSent
+from brokers.orders.lifecycle import send_once
 from brokers.orders.list_store import LIVE_LIST_STATUSES, ListRow, ListStore, legs_of
+from brokers.orders.settle import settle_intents
+from brokers.orders.sqlite_answers import SqliteListAnswers
+from brokers.orders.sqlite_settle import SqliteListSettlement
 
 if TYPE_CHECKING:
     from brokers.orders.service import OrderService
@@ -147,7 +151,7 @@ class OrderLists:
         """Send a list whose legs are recorded (PENDING_SUBMIT); once — a lost answer is looked up later.
 
         A refusal marks the list and its legs REJECTED and is raised — except, with
-        ``rearm_rate_limited`` (a claimed bracket's exit, :mod:`brokers.orders.brackets`), a
+        ``rearm_rate_limited`` (a claimed bracket's exit, :meth:`send_exit`), a
         :class:`RateLimitedError`: nothing reached the book, so the bracket goes back to ``waiting``
         (:meth:`ListStore.rearm_bracket`, while the list is still in flight here) and the error is raised
         for the caller to retry after ``retry_after_s``."""
@@ -160,29 +164,43 @@ class OrderLists:
                 for leg, role in legs
             ]
         )
-        now = self.svc.now()
+        answers = SqliteListAnswers(
+            self.svc.store, self.store, [leg.client_order_id for leg, _ in legs], clock=self.svc.now,
+            apply=self.on_list_update, rearm_rate_limited=rearm_rate_limited,
+        )  # fmt: skip
+        place = self.svc.broker.place_list  # type: ignore[attr-defined]
         self._in_flight.add(req.list_client_id)
         try:
-            try:
-                result = await self.svc.broker.place_list(req)  # type: ignore[attr-defined]
-            except (OrderRejected, RateLimitedError) as exc:
-                if isinstance(exc, RateLimitedError) and rearm_rate_limited:
-                    if await self.store.rearm_bracket(req.list_client_id, now):
-                        raise
-                for leg, _ in legs:
-                    await self.svc.store.set_status(leg.client_order_id, "REJECTED", now, str(exc))
-                await self.store.set_state(req.list_client_id, now, status="REJECTED")
-                raise
-            except OutcomeUnknown as exc:
-                for leg, _ in legs:
-                    await self.svc.store.set_status(leg.client_order_id, "UNKNOWN", now, None)
-                log.warning("order_list_outcome_unknown", list_client_id=req.list_client_id, error=str(exc))
-                out = await self.describe(req.list_client_id)
-                return {**out, "note": "the exchange's answer was lost; the list will be reconciled"}
-            await self.on_list_update(result)
+            sent = await send_once(req.list_client_id, lambda: place(req), answers, contain_failures=False)
         finally:
             self._in_flight.discard(req.list_client_id)
-        return await self.describe(req.list_client_id)
+        if sent.outcome == "refused":
+            assert sent.error is not None
+            raise sent.error
+        out = await self.describe(req.list_client_id)
+        if sent.outcome == "unknown":
+            return {**out, "note": "the exchange's answer was lost; the list will be reconciled"}
+        return out
+
+    def in_flight(self, list_client_id: str) -> bool:
+        """Whether this process is sending the list right now (reconciliation leaves it alone)."""
+        return list_client_id in self._in_flight
+
+    async def send_exit(self, req: ListRequest) -> ExitSent:
+        """Send a bracket's claimed exit OCO (:class:`~brokers.orders.exits.ExitProcedure`'s sender):
+        :meth:`send` with an order-rate refusal re-armed; a lost answer or a failed send is ``pending``
+        (reconciliation looks the list up by its client id)."""
+        try:
+            await self.send(req, rearm_rate_limited=True)
+        except RateLimitedError as exc:
+            return ExitSent("rate_limited", str(exc), exc)
+        except OrderRejected as exc:
+            return ExitSent("refused", str(exc))
+        except (BrokerError, OrderInputError) as exc:
+            log.warning("bracket_send_failed", list_client_id=req.list_client_id, error=str(exc))
+            return ExitSent("pending", str(exc))
+        row = await self.store.get(req.list_client_id)
+        return ExitSent("placed" if row is not None and row.status != "PENDING" else "pending")
 
     # --- exchange views -------------------------------------------------------------------
     async def on_list_update(self, lst: ExchangeList) -> None:
@@ -231,26 +249,15 @@ class OrderLists:
             return {"lists_learned": 0, "lists_settled": 0}
         now = self.svc.now()
         open_ids: set[str] = set()
-        learned = settled = 0
+        learned = 0
         for lst in await self.svc.broker.open_lists():  # type: ignore[attr-defined]
             open_ids.add(lst.list_client_id)
             learned += await self.store.learn(self.svc.broker.name, lst, now)
-        for row in await self.store.unresolved(self.svc.broker.name):
-            if row.list_client_id in self._in_flight:
-                continue  # open or not: its legs' states come from the lookup (an OTOCO's working order)
-            try:
-                found = await self.svc.broker.query_list(row.list_client_id)  # type: ignore[attr-defined]
-            except BrokerError as exc:
-                log.warning("reconcile_list_failed", list_client_id=row.list_client_id, error=str(exc))
-                continue
-            if found is not None:
-                await self.on_list_update(found)
-                settled += 1
-            elif row.status == "PENDING" and now - row.created_at > self.svc.unresolved_grace_s:
-                await self.store.set_state(row.list_client_id, now, status="REJECTED")
-                for leg in await self.store.leg_ids(row.list_client_id):
-                    await self.svc.store.set_status(leg, "REJECTED", now, "never reached the exchange (reconciliation)")
-                settled += 1
+        settlement = SqliteListSettlement(
+            self.svc.store, self.store, self.svc.broker.name, now=now, grace_s=self.svc.unresolved_grace_s,
+            in_flight=self.in_flight, apply=self.on_list_update,
+        )  # fmt: skip
+        settled = (await settle_intents(settlement, self.svc.broker))["settled"]
         return {"lists_learned": learned, "lists_settled": settled}
 
     # --- output shapes ----------------------------------------------------------------------

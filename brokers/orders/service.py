@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
@@ -32,17 +33,19 @@ from brokers.models import (
     Balance,
     BrokerError,
     ExchangeOrder,
-    OrderRejected,
     OrderRequest,
-    OutcomeUnknown,
-    RateLimitedError,
     state_name,
 )
 from brokers.orders.args import OrderInputError, parse_entry
 from brokers.orders.args import plain_decimal as plain
-from brokers.orders.brackets import Brackets
+from brokers.orders.brackets import Brackets, exit_request
+from brokers.orders.exits import utc_second
 from brokers.orders.guard import EnginePrice, OrderGuard, OrderRefused, SafetyLimits
-from brokers.orders.lists import OrderLists, check_order_type
+from brokers.orders.lifecycle import send_once
+from brokers.orders.lists import OrderLists, check_order_type, list_kinds
+from brokers.orders.settle import settle_intents
+from brokers.orders.sqlite_answers import SqliteOrderAnswers
+from brokers.orders.sqlite_settle import UNATTENDED_PREFIX, SqliteOrderSettlement
 from brokers.orders.store import OrderRow, OrderStore
 from brokers.orders.views import order_details, order_listing, request_of
 from brokers.positions import positions_from_fills
@@ -50,17 +53,13 @@ from brokers.protocol import Broker
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Actor", "OrderInputError", "OrderRefused", "OrderService", "SafetyLimits"]
+__all__ = ["UNATTENDED_PREFIX", "Actor", "OrderInputError", "OrderRefused", "OrderService", "SafetyLimits"]
 
 AuditWriter = Callable[[Sequence[str]], Awaitable[None]]
 MarkPrice = Callable[[str], float | None]
 UNRESOLVED_GRACE_S = 30.0
 FILL_GAP_WINDOW_S = 7 * 86400.0
 """How far back reconciliation looks for orders whose fills were missed."""
-UNATTENDED_PREFIX = "cg-"
-"""Client order ids of intents recorded by unattended paths (``cg-a-`` alert actions, ``cg-s-``
-schedule runs): such an intent found unsent at reconciliation is sent, not rejected, because its
-path committed to it in the same transaction as its own state (the alert fired, the run was due)."""
 
 
 class OrderService:
@@ -104,7 +103,10 @@ class OrderService:
         """Called after an order, fill or list changed (the dashboard refreshes its orders panel)."""
         broker.set_event_handler(self.on_update)
         self.lists = OrderLists(self)
-        self.brackets = Brackets(self, self.lists)
+        self.brackets = Brackets(
+            self.lists, store, broker=broker.name, rules=broker.rules, lookup=broker, clock=clock,
+            audit=self.audit_line,
+        )  # fmt: skip
 
     @property
     def limits(self) -> SafetyLimits:
@@ -114,6 +116,10 @@ class OrderService:
         """Append ``lines`` to the audit log (trades.log) when the service has one."""
         if self._audit is not None and lines:
             await self._audit(lines)
+
+    async def audit_line(self, line: str) -> None:
+        """Append one line to the audit log, stamped with the service's clock."""
+        await self.write_audit([f"{self.stamp()} {line}"])
 
     def now(self) -> float:
         """The service's clock (unix seconds)."""
@@ -147,12 +153,54 @@ class OrderService:
             )
         entry = dataclasses.replace(order, owner=owner)
         if bracket is not None:
-            return await self.brackets.place(entry, bracket)
+            return await self.place_bracket(entry, bracket)
         return await self.submit(entry)
+
+    async def place_bracket(self, entry: OrderRequest, bracket: dict[str, Decimal | None]) -> dict[str, Any]:
+        """place_order with a bracket: one OTOCO where the venue has it for this entry, else the entry
+        and its waiting exit OCO admitted together, the entry sent, and the exit released when the
+        entry ends (:mod:`brokers.orders.brackets`)."""
+        kinds = list_kinds(self.broker)
+        if "OTOCO" in kinds and entry.type in ("LIMIT", "LIMIT_MAKER"):
+            req = exit_request(entry, bracket, working=True)
+            await self.guard.admit_list(req)
+            out = await self.lists.send(req)
+            return {**(await self._entry_view(entry.client_order_id)), "bracket": out}
+        self.lists.require("OCO")
+        check_order_type(self.broker, entry.type)
+        self.reserve(entry.client_order_id)  # reconciliation must not touch it before it is sent
+        try:
+            admitted, plan = await self.guard.admit_bracket(entry, exit_request(entry, bracket, working=False))
+        except BaseException:
+            self.release(entry.client_order_id)
+            raise
+        self.note_assets(entry.symbol, admitted.rules.base_asset, admitted.rules.quote_asset)
+        out = await self.send_recorded(entry)
+        row = await self.lists.store.get(plan.list_client_id)
+        view: dict[str, Any] = {"list_id": plan.list_client_id, "kind": "OCO", "state": row and row.bracket_state}
+        if row is not None and row.bracket_state in ("claimed", "placed"):
+            view = {**(await self.lists.describe(plan.list_client_id)), "state": row.bracket_state}
+        retry_at = self.brackets.journal.retry_at(plan.list_client_id)
+        if row is not None and row.bracket_state == "waiting" and retry_at is not None:
+            view["note"] = (
+                "the exchange's order rate limit refused the exit OCO (nothing was placed); it is placed "
+                f"after {utc_second(retry_at)}, at the next reconciliation"
+            )
+        return {**out, "bracket": view}
+
+    async def _entry_view(self, client_order_id: str) -> dict[str, Any]:
+        row = await self.store.get(client_order_id)
+        if row is None:
+            return {"order_id": client_order_id, "status": "Pending"}
+        return {"order_id": row.client_order_id, "status": state_name(row.status), **order_details(row)}
 
     def reserve(self, client_order_id: str) -> None:
         """Mark an intent as being sent by this process (reconciliation leaves it alone)."""
         self._in_flight.add(client_order_id)
+
+    def sends_in_flight(self) -> bool:
+        """Whether an order admitted here is being sent right now (a halt's cancel-open waits for it)."""
+        return bool(self._in_flight)
 
     def release(self, client_order_id: str) -> None:
         self._in_flight.discard(client_order_id)
@@ -183,19 +231,20 @@ class OrderService:
         self._in_flight.add(req.client_order_id)
         try:
             self.latencies_ms.append((time.perf_counter() - started) * 1000)
-            try:
-                update = await self.broker.place(req)
-            except (OrderRejected, RateLimitedError) as exc:
-                await self.store.set_status(req.client_order_id, "REJECTED", self._clock(), str(exc))
-                raise
-            except OutcomeUnknown as exc:
-                await self.store.set_status(req.client_order_id, "UNKNOWN", self._clock(), None)
-                log.warning("order_outcome_unknown", client_order_id=req.client_order_id, error=str(exc))
+            answers = SqliteOrderAnswers(self.store, clock=self._clock, apply=self.on_update)
+            sent = await send_once(
+                req.client_order_id, functools.partial(self.broker.place, req), answers, contain_failures=False
+            )
+            if sent.outcome == "refused":
+                assert sent.error is not None
+                raise sent.error
+            if sent.outcome == "unknown":
                 update = await self._lookup_after_unknown(req)
                 if update is None:
                     return {"order_id": req.client_order_id, "status": "Pending", "exchange_status": "UNKNOWN",
                             "note": "the exchange's answer was lost; the order will be reconciled"}  # fmt: skip
-            row = await self.on_update(update)
+                await self.on_update(update)
+            row = await self.store.get(req.client_order_id)
         finally:
             self._in_flight.discard(req.client_order_id)
         assert row is not None
@@ -211,6 +260,13 @@ class OrderService:
             if found is not None:
                 return found
         return None
+
+    async def _send_unattended(self, row: OrderRow) -> None:
+        """Send an unattended intent found unsent at reconciliation (brokers/orders/sqlite_settle.py), once."""
+        try:
+            await self.send_recorded(request_of(row))
+        except BrokerError as exc:
+            log.warning("reconcile_send_failed", client_order_id=row.client_order_id, error=str(exc))
 
     async def cancel_order(self, order_id: Any, *, actor: Actor) -> dict[str, Any]:
         """Cancel one of ``actor``'s orders (any order for an admin); another's answers as an unknown one."""
@@ -308,42 +364,19 @@ class OrderService:
         queried one by one.
         """
         now = self._clock()
-        settled = rejected = learned = 0
+        learned = 0
         last_ids = await self.store.last_trade_ids(self.broker.name)  # before this pass stores any fill
         open_now = {o.client_order_id: o for o in await self.broker.open_orders()}
         for cid, order in open_now.items():
             if await self.store.get(cid) is None:
                 learned += 1
             await self.on_update(order)
-        for row in await self.store.unresolved(self.broker.name):
-            if row.client_order_id in self._in_flight or row.client_order_id in open_now or row.list_client_id:
-                continue  # a list's legs are settled with their list (brokers.orders.lists, brokers.orders.brackets)
-            try:
-                found = await self.broker.query(row.symbol, row.client_order_id)
-            except BrokerError as exc:
-                log.warning("reconcile_query_failed", client_order_id=row.client_order_id, error=str(exc))
-                continue
-            if found is not None:
-                await self.on_update(found)
-                settled += 1
-            elif (
-                row.status == "PENDING_SUBMIT"
-                and row.client_order_id.startswith(UNATTENDED_PREFIX)
-                and getattr(row, "list_client_id", None) is None
-            ):
-                # An alert action or a schedule run committed to this order and this process is not
-                # sending it (a crash came between the commit and the send): send it now, once.
-                log.info("reconcile_sending_unattended_intent", client_order_id=row.client_order_id)
-                try:
-                    await self.send_recorded(request_of(row))
-                except BrokerError as exc:
-                    log.warning("reconcile_send_failed", client_order_id=row.client_order_id, error=str(exc))
-                settled += 1
-            elif row.status in ("PENDING_SUBMIT", "UNKNOWN") and now - row.created_at > self.unresolved_grace_s:
-                await self.store.set_status(
-                    row.client_order_id, "REJECTED", now, "never reached the exchange (found on reconciliation)"
-                )
-                rejected += 1
+        settlement = SqliteOrderSettlement(
+            self.store, self.broker.name, now=now, grace_s=self.unresolved_grace_s, skip=open_now.keys(),
+            in_flight=self._in_flight.__contains__, apply=self.on_update, send_unattended=self._send_unattended,
+        )  # fmt: skip
+        outcomes = await settle_intents(settlement, self.broker)
+        settled, rejected = outcomes["settled"], outcomes["rejected"]
         fills = 0
         for symbol in set(await self.store.symbols(self.broker.name)):
             start = last_ids.get(symbol)

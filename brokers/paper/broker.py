@@ -21,14 +21,16 @@ moved by every tick (:meth:`PaperBroker.on_price`), then working as a MARKET ord
 slippage) or as a LIMIT order that may rest.  OCO and OTOCO lists are :mod:`brokers.paper.lists`.
 Balances, orders, trigger and trailing state and lists live in SQLite (:mod:`brokers.paper.store`),
 so the account survives restarts; exchange filters come from the real exchangeInfo.
+
+This class is what faces the broker's callers: the :class:`~brokers.protocol.Broker` methods, the
+event and list handlers it publishes to (outside the account's lock), and the index of symbols with
+resting orders that decides which ticks matter.  What an order holds and what a fill moves is the
+account's (:mod:`brokers.paper.account`); conditional orders and lists change the account the same way.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from decimal import Decimal
 
 import structlog
 
@@ -40,13 +42,13 @@ from brokers.models import (
     ExchangeList,
     ExchangeOrder,
     Fill,
-    InsufficientBalance,
     ListRequest,
     OrderRejected,
     OrderRequest,
 )
 from brokers.paper import store as ps
-from brokers.paper.lists import PaperLists
+from brokers.paper.account import DEFAULT_TRAILING_BOUNDS, PaperAccount, PriceLookup, RulesLookup, to_step
+from brokers.paper.lists import LIST_KINDS, PaperLists
 from brokers.paper.stops import PaperStops, Touch
 from brokers.protocol import ExecutionHandler, ListHandler
 from storage import Database
@@ -55,10 +57,6 @@ MIGRATIONS = ps.MIGRATIONS
 __all__ = ["MIGRATIONS", "PaperBroker"]
 
 log = structlog.get_logger(__name__)
-
-RulesLookup = Callable[[str], Awaitable[SymbolRules | None]]
-PriceLookup = Callable[[str], Awaitable[Decimal | None]]
-DEFAULT_TRAILING_BOUNDS = tr.TrailingBounds()
 
 
 def _now_ms() -> int:
@@ -72,7 +70,7 @@ class PaperBroker:
     order_types = frozenset(
         {"MARKET", "LIMIT", "LIMIT_MAKER", "STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"}
     )
-    list_kinds = frozenset({"OCO", "OTOCO"})
+    list_kinds = LIST_KINDS
 
     def __init__(
         self,
@@ -86,18 +84,20 @@ class PaperBroker:
         trailing_bounds: tr.TrailingBounds = DEFAULT_TRAILING_BOUNDS,
     ) -> None:
         self.db = db
-        self._rules = rules
-        self._price = price
         self._starting = starting_balances
-        self.fee_rate = fee_rate
-        self.slippage = slippage
-        self.trailing_bounds = trailing_bounds
+        self.account = PaperAccount(
+            db, rules=rules, price=price, fee_rate=fee_rate, slippage=slippage, trailing_bounds=trailing_bounds
+        )
         self._handler: ExecutionHandler | None = None
         self._list_handler: ListHandler | None = None
-        self._lock = asyncio.Lock()
         self._resting: dict[str, set[str]] = {}
-        self.lists = PaperLists(self)
-        self.stops = PaperStops(self)
+        self.lists = PaperLists(self.account)
+        self.stops = PaperStops(self.account, before_trigger=self.lists.before_trigger)
+
+    @property
+    def fee_rate(self) -> Decimal:
+        """The commission it charges (read by :func:`brokers.trade_simulation.fee_rates`)."""
+        return self.account.fee_rate
 
     def set_event_handler(self, handler: ExecutionHandler) -> None:
         self._handler = handler
@@ -131,10 +131,10 @@ class PaperBroker:
             ids.discard(order.client_order_id)
 
     async def rules(self, symbol: str) -> SymbolRules | None:
-        return await self._rules(symbol)
+        return await self.account.rules(symbol)
 
     async def last_price(self, symbol: str) -> Decimal | None:
-        return await self._price(symbol)
+        return await self.account.last_price(symbol)
 
     async def balances(self) -> list[Balance]:
         rows = await self.db.fetchall("SELECT * FROM paper_balances ORDER BY asset")
@@ -151,19 +151,10 @@ class PaperBroker:
             if self._list_handler is not None:
                 await self._list_handler(lst)
 
-    async def _context(self, symbol: str) -> tuple[SymbolRules, Decimal]:
-        rules = await self._rules(symbol)
-        if rules is None:
-            raise OrderRejected(f"symbol {symbol} is not listed", code=-32003)
-        last = await self._price(symbol)
-        if last is None:
-            raise OrderRejected(f"no live price for {symbol} yet; try again in a moment")
-        return rules, last
-
     # --- orders ----------------------------------------------------------------------
     async def place(self, req: OrderRequest) -> ExchangeOrder:
-        rules, last = await self._context(req.symbol)
-        async with self._lock:
+        rules, last = await self.account.context(req.symbol)
+        async with self.account.lock:
             order = await self._place(req, rules, last)
         self.track(order)
         return order
@@ -174,15 +165,15 @@ class PaperBroker:
         if req.type in STOP_TYPES:
             return await self.stops.place(req, rules, last, now)
         if req.type == "MARKET":
-            fill_price = self.market_price(req.side, last, rules)
+            fill_price = self.account.market_price(req.side, last, rules)
             if qty is None:
                 assert req.quote_quantity is not None
-                qty = _to_step(req.quote_quantity / fill_price, rules.step_size)
+                qty = to_step(req.quote_quantity / fill_price, rules.step_size)
                 if qty <= 0:
                     raise OrderRejected(f"quoteOrderQty {req.quote_quantity} buys less than one LOT_SIZE step")
             async with self.db.transaction() as tx:
                 await ps.insert_order(tx, req, qty, "NEW", now)
-                return await self.execute(tx, req.client_order_id, rules, fill_price, now)
+                return await self.account.execute(tx, req.client_order_id, rules, fill_price, now)
         assert qty is not None and req.price is not None
         marketable = last <= req.price if req.side == "BUY" else last >= req.price
         if marketable:
@@ -191,109 +182,15 @@ class PaperBroker:
             price = min(last, req.price) if req.side == "BUY" else max(last, req.price)
             async with self.db.transaction() as tx:
                 await ps.insert_order(tx, req, qty, "NEW", now)
-                return await self.execute(tx, req.client_order_id, rules, price, now)
+                return await self.account.execute(tx, req.client_order_id, rules, price, now)
         async with self.db.transaction() as tx:
             if req.time_in_force in ("IOC", "FOK"):
                 await ps.insert_order(tx, req, qty, "EXPIRED", now)
             else:
-                need = self.need(req, qty, last)
-                await self.lock(tx, rules, req.side, need)
+                need = self.account.need(req, qty, last)
+                await self.account.hold(tx, rules, req.side, need)
                 await ps.insert_order(tx, req, qty, "NEW", now, reserved=need)
             return ps.exchange_order(await ps.order_row(tx, req.client_order_id))
-
-    def market_price(self, side: str, last: Decimal, rules: SymbolRules) -> Decimal:
-        """Where a market order (or a triggered STOP_LOSS / TAKE_PROFIT) fills: ``last`` with slippage."""
-        price = last * (1 + self.slippage) if side == "BUY" else last * (1 - self.slippage)
-        return _to_tick(price, rules.tick_size)
-
-    @staticmethod
-    def need(req: OrderRequest, qty: Decimal, last: Decimal) -> Decimal:
-        """Funds an open order locks: the quantity (SELL), else its worth at its limit, stop or ``last``."""
-        if req.side == "SELL":
-            return qty
-        if req.type in ("LIMIT", "LIMIT_MAKER", "STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT") and req.price is not None:
-            return qty * req.price
-        return qty * (req.stop_price or last)
-
-    async def lock(self, tx: Any, rules: SymbolRules, side: str, amount: Decimal) -> None:
-        asset = rules.quote_asset if side == "BUY" else rules.base_asset
-        free, locked = await ps.balance(tx, asset)
-        if free < amount:
-            raise InsufficientBalance(
-                f"insufficient {asset} balance: the order needs {_plain(amount)}, {_plain(free)} is free"
-            )
-        await ps.set_balance(tx, asset, free - amount, locked + amount)
-
-    async def release(self, tx: Any, rules: SymbolRules, row: Any) -> None:
-        """Unlock what an open order holds."""
-        amount = ps.reserved_of(row)
-        asset = rules.quote_asset if row["side"] == "BUY" else rules.base_asset
-        free, locked = await ps.balance(tx, asset)
-        await ps.set_balance(tx, asset, free + amount, locked - amount)
-        await ps.update_order(tx, row["client_order_id"], reserved=Decimal(0))
-
-    async def execute(
-        self,
-        tx: Any,
-        client_order_id: str,
-        rules: SymbolRules,
-        price: Decimal,
-        now: int,
-        quantity: Decimal | None = None,
-    ) -> ExchangeOrder:
-        """Fill an open order at ``price`` now — what is left of it, or at most ``quantity`` of it
-        (PARTIALLY_FILLED while some is left): the share of its locked funds released, balances moved,
-        the trade recorded (inside ``tx``); raises InsufficientBalance when the account cannot pay."""
-        row = await ps.order_row(tx, client_order_id)
-        req = ps.request_of(row)
-        left = Decimal(row["quantity"]) - Decimal(row["executed_qty"])
-        qty = left if quantity is None else min(quantity, left)
-        held = ps.reserved_of(row)
-        reserved = held if qty == left else held * qty / left  # the filled share of what the order locks
-        quote = qty * price
-        base_free, base_locked = await ps.balance(tx, rules.base_asset)
-        quote_free, quote_locked = await ps.balance(tx, rules.quote_asset)
-        if req.side == "BUY":
-            commission, commission_asset = qty * self.fee_rate, rules.base_asset
-            if quote_free + reserved < quote:
-                raise InsufficientBalance(
-                    f"insufficient {rules.quote_asset} balance: the order needs about {_plain(quote)}, "
-                    f"{_plain(quote_free + reserved)} is free"
-                )
-            quote_locked -= reserved
-            quote_free += reserved - quote
-            base_free += qty - commission
-        else:
-            commission, commission_asset = quote * self.fee_rate, rules.quote_asset
-            if base_free + reserved < qty:
-                raise InsufficientBalance(
-                    f"insufficient {rules.base_asset} balance: the order sells {_plain(qty)}, "
-                    f"{_plain(base_free + reserved)} is free"
-                )
-            base_locked -= reserved
-            base_free -= qty - reserved
-            quote_free += quote - commission
-        await ps.set_balance(tx, rules.base_asset, base_free, base_locked)
-        await ps.set_balance(tx, rules.quote_asset, quote_free, quote_locked)
-        await ps.update_order(
-            tx, client_order_id, status="FILLED" if qty == left else "PARTIALLY_FILLED",
-            executed_qty=Decimal(row["executed_qty"]) + qty, cumulative_quote=Decimal(row["cumulative_quote"]) + quote,
-            updated_ms=now, reserved=held - reserved,
-        )  # fmt: skip
-        fill = Fill(0, req.symbol, req.side, client_order_id, qty, price, commission, commission_asset, now)
-        trade_id = await ps.insert_trade(tx, fill)
-        fill = Fill(trade_id, req.symbol, req.side, client_order_id, qty, price, commission, commission_asset, now)
-        return ps.exchange_order(await ps.order_row(tx, client_order_id), (fill,))
-
-    async def set_status(
-        self, tx: Any, rules: SymbolRules, client_order_id: str, status: str, now: int
-    ) -> ExchangeOrder:
-        """Cancel or expire an open (or pending) order, releasing what it holds."""
-        row = await ps.order_row(tx, client_order_id)
-        if row["status"] in ps.OPEN_STATUSES:
-            await self.release(tx, rules, row)
-        await ps.update_order(tx, client_order_id, status=status, updated_ms=now)
-        return ps.exchange_order(await ps.order_row(tx, client_order_id))
 
     # --- ticks ------------------------------------------------------------------------
     async def on_price(self, symbol: str, price: Decimal, quantity: Decimal | None = None) -> None:
@@ -303,12 +200,12 @@ class PaperBroker:
         docstring's rule)."""
         if not self._resting.get(symbol):
             return
-        rules = await self._rules(symbol)
+        rules = await self.account.rules(symbol)
         if rules is None:
             return
         updates: list[ExchangeOrder] = []
         lists: list[ExchangeList] = []
-        async with self._lock:
+        async with self.account.lock:
             rows = await self.db.fetchall(
                 "SELECT * FROM paper_orders WHERE symbol = ? AND status IN ('NEW', 'PARTIALLY_FILLED')"
                 " ORDER BY created_ms, order_id",
@@ -332,10 +229,10 @@ class PaperBroker:
     # --- cancel and queries ------------------------------------------------------------
     async def cancel(self, symbol: str, client_order_id: str) -> ExchangeOrder:
         """Cancel an open order; a leg of an order list cancels the whole list (as on Binance)."""
-        rules = await self._rules(symbol)
+        rules = await self.account.rules(symbol)
         assert rules is not None
-        async with self._lock, self.db.transaction() as tx:
-            row = await ps.order_row(tx, client_order_id)
+        async with self.account.lock, self.db.transaction() as tx:
+            row = await ps.find_order(tx, client_order_id)
             if row is None or row["symbol"] != symbol or row["status"] not in (*ps.OPEN_STATUSES, "PENDING_NEW"):
                 raise OrderRejected("Unknown order sent.", code=-2011)
             now = _now_ms()
@@ -344,7 +241,11 @@ class PaperBroker:
                 order = next(u for u in updates if u.client_order_id == client_order_id)
                 others = [u for u in updates if u.client_order_id != client_order_id]
             else:
-                order, others, lists = await self.set_status(tx, rules, client_order_id, "CANCELED", now), [], []
+                order, others, lists = (
+                    await self.account.set_status(tx, rules, client_order_id, "CANCELED", now),
+                    [],
+                    [],
+                )
         for update in (order, *others):
             self.track(update)
         await self.publish(others, lists)
@@ -370,25 +271,21 @@ class PaperBroker:
 
     # --- order lists (brokers.paper.lists) -------------------------------------------------
     async def place_list(self, req: ListRequest) -> ExchangeList:
-        return await self.lists.place(req)
+        view, updates = await self.lists.place(req)
+        for order in view.orders:
+            self.track(order)
+        await self.publish(updates, [])
+        return view
 
     async def cancel_list(self, symbol: str, list_client_id: str) -> ExchangeList:
-        return await self.lists.cancel(symbol, list_client_id)
+        view, updates = await self.lists.cancel(symbol, list_client_id)
+        for update in updates:
+            self.track(update)
+        await self.publish(updates, [])
+        return view
 
     async def query_list(self, list_client_id: str) -> ExchangeList | None:
         return await self.lists.query(list_client_id)
 
     async def open_lists(self) -> list[ExchangeList]:
         return await self.lists.open()
-
-
-def _to_tick(price: Decimal, tick: Decimal) -> Decimal:
-    return (price / tick).to_integral_value() * tick if tick > 0 else price
-
-
-def _to_step(qty: Decimal, step: Decimal) -> Decimal:
-    return (qty / step).to_integral_value(rounding=ROUND_FLOOR) * step if step > 0 else qty
-
-
-def _plain(x: Decimal) -> str:
-    return format(x.normalize(), "f")

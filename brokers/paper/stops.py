@@ -6,29 +6,38 @@ MAX_NUM_ALGO_ORDERS, "Order would trigger immediately."), its trigger and traili
 (persisted on every change, so it survives restarts), and what happens when a tick triggers it:
 a STOP_LOSS / TAKE_PROFIT fills at once as a MARKET order (with the broker's slippage), a
 …_LIMIT order fills if marketable and otherwise rests like a LIMIT order.  The rules are
-:mod:`brokers.trigger_rules`, shared with the simulator; balances and fills are the broker's.
+:mod:`brokers.trigger_rules`, shared with the simulator; balances and fills are the account's.
 A resting limit order (a LIMIT, or a triggered …_LIMIT) meets each trade as a :class:`Touch`,
 which carries the broker's one size rule (brokers/paper/broker.py) into :meth:`PaperStops.on_tick`.
+
+Funds and fills go through :class:`~brokers.paper.account.PaperAccount`.  The placement checks are
+functions (:func:`check`, :func:`check_algo`) because an order list checks its legs with them too;
+what a list does when one of its legs triggers comes in as a :data:`TriggerHook`, so this module
+does not know the lists (they know it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from sqlite3 import Row
 
 import structlog
+from aiosqlite import Connection
 
 from brokers import trigger_rules as tr
 from brokers.filters import SymbolRules
 from brokers.models import STOP_TYPES, ExchangeOrder, InsufficientBalance, OrderRejected, OrderRequest
 from brokers.paper import store as ps
-
-if TYPE_CHECKING:
-    from brokers.paper.broker import PaperBroker
+from brokers.paper.account import PaperAccount
 
 log = structlog.get_logger(__name__)
 MAX_ALGO_ORDERS = 5
+
+TriggerHook = Callable[[Connection, SymbolRules, Row, int], Awaitable[None]]
+"""Called (tx, rules, the order's row, now) when a conditional order has triggered, before it works:
+an OCO leg's list expires the other leg there, releasing what it held."""
 
 
 @dataclass(slots=True)
@@ -49,50 +58,48 @@ class Touch:
         return took
 
 
+def check(req: OrderRequest, last: Decimal, bounds: tr.TrailingBounds) -> None:
+    """Binance's refusals of a conditional order: parameters, TRAILING_DELTA, would trigger immediately."""
+    if req.stop_price is None and req.trailing_delta is None:
+        raise OrderRejected(f"{req.type} needs a stop price or a trailing delta", code=-1102)
+    if req.type.endswith("_LIMIT") and req.price is None:
+        raise OrderRejected(f"{req.type} needs a limit price", code=-1102)
+    if req.trailing_delta is not None:
+        refusal = tr.check_trailing_delta(req.type, req.side, req.trailing_delta, bounds)
+        if refusal is not None:
+            raise OrderRejected(refusal.msg, code=refusal.code)
+    if req.stop_price is not None and tr.would_trigger_immediately(req.type, req.side, req.stop_price, last):
+        raise OrderRejected(tr.WOULD_TRIGGER.msg, code=tr.WOULD_TRIGGER.code)
+
+
+async def check_algo(tx: Connection, symbol: str, new: int) -> None:
+    """MAX_NUM_ALGO_ORDERS: refuse ``new`` more conditional orders beyond the symbol's limit."""
+    refusal = tr.algo_limit(await ps.open_stop_count(tx, symbol, STOP_TYPES), new, MAX_ALGO_ORDERS)
+    if refusal is not None:
+        raise OrderRejected(refusal.msg, code=refusal.code)
+
+
 class PaperStops:
     """Conditional orders of one paper account."""
 
-    def __init__(self, broker: PaperBroker) -> None:
-        self.broker = broker
-
-    def check(self, req: OrderRequest, last: Decimal) -> None:
-        """Binance's refusals of a conditional order: parameters, TRAILING_DELTA, would trigger immediately."""
-        if req.stop_price is None and req.trailing_delta is None:
-            raise OrderRejected(f"{req.type} needs a stop price or a trailing delta", code=-1102)
-        if req.type.endswith("_LIMIT") and req.price is None:
-            raise OrderRejected(f"{req.type} needs a limit price", code=-1102)
-        if req.trailing_delta is not None:
-            refusal = tr.check_trailing_delta(req.type, req.side, req.trailing_delta, self.broker.trailing_bounds)
-            if refusal is not None:
-                raise OrderRejected(refusal.msg, code=refusal.code)
-        if req.stop_price is not None and tr.would_trigger_immediately(req.type, req.side, req.stop_price, last):
-            raise OrderRejected(tr.WOULD_TRIGGER.msg, code=tr.WOULD_TRIGGER.code)
-
-    async def check_algo(self, tx: Any, symbol: str, new: int) -> None:
-        placeholders = ", ".join("?" for _ in STOP_TYPES)
-        async with tx.execute(
-            f"SELECT COUNT(*) AS n FROM paper_orders WHERE symbol = ? AND status = 'NEW' AND type IN ({placeholders})",
-            (symbol, *sorted(STOP_TYPES)),
-        ) as cur:
-            row = await cur.fetchone()
-        refusal = tr.algo_limit(int(row["n"]), new, MAX_ALGO_ORDERS)
-        if refusal is not None:
-            raise OrderRejected(refusal.msg, code=refusal.code)
+    def __init__(self, account: PaperAccount, *, before_trigger: TriggerHook) -> None:
+        self.account = account
+        self._before_trigger = before_trigger
 
     async def place(self, req: OrderRequest, rules: SymbolRules, last: Decimal, now: int) -> ExchangeOrder:
         assert req.quantity is not None
-        self.check(req, last)
+        check(req, last, self.account.trailing_bounds)
         state = tr.start(req.type, req.side, req.stop_price, req.trailing_delta, last)
-        async with self.broker.db.transaction() as tx:
-            await self.check_algo(tx, req.symbol, 1)
-            need = self.broker.need(req, req.quantity, last)
-            await self.broker.lock(tx, rules, req.side, need)
+        async with self.account.db.transaction() as tx:
+            await check_algo(tx, req.symbol, 1)
+            need = self.account.need(req, req.quantity, last)
+            await self.account.hold(tx, rules, req.side, need)
             await ps.insert_order(
                 tx, req, req.quantity, "NEW", now, reserved=need, tracking=state.tracking, extreme=state.extreme
             )
             return ps.exchange_order(await ps.order_row(tx, req.client_order_id))
 
-    async def on_tick(self, tx: Any, rules: SymbolRules, row: Any, touch: Touch) -> ExchangeOrder | None:
+    async def on_tick(self, tx: Connection, rules: SymbolRules, row: Row, touch: Touch) -> ExchangeOrder | None:
         """One open order against a trade (``touch``): the update if it changed visibly."""
         now = ps.now_ms()
         price = touch.price
@@ -113,31 +120,31 @@ class PaperStops:
             took = touch.take(limit, Decimal(row["quantity"]) - Decimal(row["executed_qty"]))
             if took is not None and took <= 0:
                 return None  # the trade at its price went to orders resting before it
-            return await self.broker.execute(tx, row["client_order_id"], rules, limit, now, took)
+            return await self.account.execute(tx, row["client_order_id"], rules, limit, now, took)
         return None
 
-    async def fire(self, tx: Any, rules: SymbolRules, row: Any, last: Decimal, now: int) -> ExchangeOrder:
+    async def fire(self, tx: Connection, rules: SymbolRules, row: Row, last: Decimal, now: int) -> ExchangeOrder:
         """A conditional order triggered: it works as MARKET, or as LIMIT (filling now or resting)."""
         cid = row["client_order_id"]
         await ps.update_order(tx, cid, triggered=True, updated_ms=now)
-        await self.broker.lists.before_trigger(tx, rules, row, now)
+        await self._before_trigger(tx, rules, row, now)
         try:
             if row["type"] in ("STOP_LOSS", "TAKE_PROFIT"):
-                return await self.broker.execute(
-                    tx, cid, rules, self.broker.market_price(row["side"], last, rules), now
+                return await self.account.execute(
+                    tx, cid, rules, self.account.market_price(row["side"], last, rules), now
                 )
             limit = Decimal(row["price"])
             if tr.limit_marketable(row["side"], limit, last):
                 price = min(last, limit) if row["side"] == "BUY" else max(last, limit)
-                return await self.broker.execute(tx, cid, rules, price, now)
+                return await self.account.execute(tx, cid, rules, price, now)
             if row["time_in_force"] in ("IOC", "FOK"):
-                return await self.broker.set_status(tx, rules, cid, "EXPIRED", now)
+                return await self.account.set_status(tx, rules, cid, "EXPIRED", now)
             row = await ps.order_row(tx, cid)
-            await self.broker.release(tx, rules, row)
-            need = self.broker.need(ps.request_of(row), Decimal(row["quantity"]), last)
-            await self.broker.lock(tx, rules, row["side"], need)
+            await self.account.release(tx, rules, row)
+            need = self.account.need(ps.request_of(row), Decimal(row["quantity"]), last)
+            await self.account.hold(tx, rules, row["side"], need)
             await ps.update_order(tx, cid, reserved=need)
             return ps.exchange_order(await ps.order_row(tx, cid))
         except InsufficientBalance as exc:
             log.info("paper_stop_expired", client_order_id=cid, reason=str(exc))
-            return await self.broker.set_status(tx, rules, cid, "EXPIRED", now)
+            return await self.account.set_status(tx, rules, cid, "EXPIRED", now)

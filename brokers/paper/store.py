@@ -4,14 +4,20 @@ Owns the ``brokers.paper.broker`` migrations (step 1: balances, orders, trades; 
 trailing state of conditional orders — ``stop_price``, ``trailing_delta``, ``triggered``,
 ``tracking``, ``extreme`` — the funds each open order holds (``reserved``), list membership and
 the ``paper_lists`` table), and the conversions from rows to the broker models.  No trading
-rules live here (see :mod:`brokers.paper.broker` and :mod:`brokers.paper.lists`).
+rules live here (see :mod:`brokers.paper.account`, :mod:`brokers.paper.stops` and :mod:`brokers.paper.lists`).
+Every function takes the open transaction (an aiosqlite :class:`~aiosqlite.Connection`) and reads
+rows as :class:`sqlite3.Row`; :func:`order_row` and :func:`list_row` are for rows that must exist (a
+missing one is a broken invariant: :class:`LookupError`), :func:`find_order` and :func:`find_list` for
+rows that may not.
 """
 
 from __future__ import annotations
 
 import time
 from decimal import Decimal
-from typing import Any
+from sqlite3 import Row
+
+from aiosqlite import Connection
 
 from brokers.models import ExchangeList, ExchangeOrder, Fill, OrderRequest
 from storage import Migrations
@@ -88,6 +94,8 @@ _ORDER_COLUMNS = frozenset(
     }
 )  # fmt: skip
 _LIST_COLUMNS = frozenset({"contingency", "status_type", "order_status", "updated_ms"})
+Column = Decimal | bool | int | str | None
+"""A value :func:`update_order` / :func:`update_list` writes (a Decimal as text, a bool as 0/1)."""
 
 
 def now_ms() -> int:
@@ -98,13 +106,13 @@ def text(x: Decimal | None) -> str | None:
     return None if x is None else str(x)
 
 
-async def balance(tx: Any, asset: str) -> tuple[Decimal, Decimal]:
+async def balance(tx: Connection, asset: str) -> tuple[Decimal, Decimal]:
     async with tx.execute("SELECT free, locked FROM paper_balances WHERE asset = ?", (asset,)) as cur:
         row = await cur.fetchone()
     return (Decimal(row["free"]), Decimal(row["locked"])) if row else (Decimal(0), Decimal(0))
 
 
-async def set_balance(tx: Any, asset: str, free: Decimal, locked: Decimal) -> None:
+async def set_balance(tx: Connection, asset: str, free: Decimal, locked: Decimal) -> None:
     await tx.execute(
         "INSERT INTO paper_balances (asset, free, locked) VALUES (?, ?, ?)"
         " ON CONFLICT (asset) DO UPDATE SET free = excluded.free, locked = excluded.locked",
@@ -113,7 +121,7 @@ async def set_balance(tx: Any, asset: str, free: Decimal, locked: Decimal) -> No
 
 
 async def insert_order(
-    tx: Any,
+    tx: Connection,
     req: OrderRequest,
     qty: Decimal,
     status: str,
@@ -123,9 +131,7 @@ async def insert_order(
     tracking: bool = False,
     extreme: Decimal | None = None,
 ) -> int:
-    async with tx.execute("SELECT COALESCE(MAX(order_id), 0) + 1 AS n FROM paper_orders") as cur:
-        row = await cur.fetchone()
-    order_id = int(row["n"])
+    order_id = await _scalar(tx, "SELECT COALESCE(MAX(order_id), 0) + 1 AS n FROM paper_orders")
     await tx.execute(
         "INSERT INTO paper_orders (client_order_id, order_id, symbol, side, type, time_in_force, quantity, price,"
         " status, created_ms, updated_ms, stop_price, trailing_delta, list_client_id, tracking, extreme, reserved)"
@@ -139,7 +145,7 @@ async def insert_order(
     return order_id
 
 
-async def update_order(tx: Any, client_order_id: str, **fields: Any) -> None:
+async def update_order(tx: Connection, client_order_id: str, **fields: Column) -> None:
     """Set columns of one order (``status``, ``reserved``, ``tracking``, ``extreme``, …)."""
     assert fields and set(fields) <= _ORDER_COLUMNS, fields
     values = [str(v) if isinstance(v, Decimal) else (int(v) if isinstance(v, bool) else v) for v in fields.values()]
@@ -147,12 +153,30 @@ async def update_order(tx: Any, client_order_id: str, **fields: Any) -> None:
     await tx.execute(f"UPDATE paper_orders SET {sets} WHERE client_order_id = ?", (*values, client_order_id))
 
 
-async def order_row(tx: Any, client_order_id: str) -> Any:
+async def find_order(tx: Connection, client_order_id: str) -> Row | None:
     async with tx.execute("SELECT * FROM paper_orders WHERE client_order_id = ?", (client_order_id,)) as cur:
         return await cur.fetchone()
 
 
-async def insert_trade(tx: Any, fill: Fill) -> int:
+async def order_row(tx: Connection, client_order_id: str) -> Row:
+    """An order that must exist (one this account placed: a list's leg, an open order's id)."""
+    row = await find_order(tx, client_order_id)
+    if row is None:
+        raise LookupError(f"paper order {client_order_id} is not in paper_orders")
+    return row
+
+
+async def open_stop_count(tx: Connection, symbol: str, stop_types: frozenset[str]) -> int:
+    """How many of ``symbol``'s orders of ``stop_types`` are open and untriggered (status NEW)."""
+    placeholders = ", ".join("?" for _ in stop_types)
+    return await _scalar(
+        tx,
+        f"SELECT COUNT(*) AS n FROM paper_orders WHERE symbol = ? AND status = 'NEW' AND type IN ({placeholders})",
+        (symbol, *sorted(stop_types)),
+    )
+
+
+async def insert_trade(tx: Connection, fill: Fill) -> int:
     cur = await tx.execute(
         "INSERT INTO paper_trades (client_order_id, symbol, side, quantity, price, commission,"
         " commission_asset, time_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -164,7 +188,7 @@ async def insert_trade(tx: Any, fill: Fill) -> int:
     return int(cur.lastrowid or 0)
 
 
-def reserved_of(row: Any) -> Decimal:
+def reserved_of(row: Row) -> Decimal:
     """The funds an open order holds (quote for a BUY, base for a SELL); rows from before step 2
     hold a LIMIT order's ``quantity × price`` or ``quantity``."""
     if row["reserved"] is not None:
@@ -175,7 +199,7 @@ def reserved_of(row: Any) -> Decimal:
     return qty * Decimal(row["price"]) if row["side"] == "BUY" else qty
 
 
-def request_of(row: Any) -> OrderRequest:
+def request_of(row: Row) -> OrderRequest:
     return OrderRequest(
         symbol=row["symbol"],
         side=row["side"],
@@ -190,7 +214,7 @@ def request_of(row: Any) -> OrderRequest:
     )
 
 
-def exchange_order(row: Any, fills: tuple[Fill, ...] = ()) -> ExchangeOrder:
+def exchange_order(row: Row, fills: tuple[Fill, ...] = ()) -> ExchangeOrder:
     return ExchangeOrder(
         symbol=row["symbol"],
         client_order_id=row["client_order_id"],
@@ -212,7 +236,7 @@ def exchange_order(row: Any, fills: tuple[Fill, ...] = ()) -> ExchangeOrder:
     )
 
 
-def fill_of(r: Any) -> Fill:
+def fill_of(r: Row) -> Fill:
     return Fill(
         int(r["trade_id"]), r["symbol"], r["side"], r["client_order_id"], Decimal(r["quantity"]),
         Decimal(r["price"]), Decimal(r["commission"]), r["commission_asset"], int(r["time_ms"]),
@@ -221,12 +245,10 @@ def fill_of(r: Any) -> Fill:
 
 # --- order lists -------------------------------------------------------------------------
 async def insert_list(
-    tx: Any, *, list_client_id: str, kind: str, symbol: str, contingency: str, working_id: str | None,
+    tx: Connection, *, list_client_id: str, kind: str, symbol: str, contingency: str, working_id: str | None,
     take_profit_id: str, stop_id: str, now: int,
 ) -> int:  # fmt: skip
-    async with tx.execute("SELECT COALESCE(MAX(list_id), 0) + 1 AS n FROM paper_lists") as cur:
-        row = await cur.fetchone()
-    list_id = int(row["n"])
+    list_id = await _scalar(tx, "SELECT COALESCE(MAX(list_id), 0) + 1 AS n FROM paper_lists")
     await tx.execute(
         "INSERT INTO paper_lists (list_client_id, list_id, kind, symbol, contingency, status_type, order_status,"
         " working_id, take_profit_id, stop_id, created_ms, updated_ms)"
@@ -236,23 +258,44 @@ async def insert_list(
     return list_id
 
 
-async def update_list(tx: Any, list_client_id: str, **fields: Any) -> None:
+async def update_list(tx: Connection, list_client_id: str, **fields: Column) -> None:
     assert fields and set(fields) <= _LIST_COLUMNS, fields
     sets = ", ".join(f"{k} = ?" for k in fields)
     await tx.execute(f"UPDATE paper_lists SET {sets} WHERE list_client_id = ?", (*fields.values(), list_client_id))
 
 
-async def list_row(tx: Any, list_client_id: str) -> Any:
+async def find_list(tx: Connection, list_client_id: str) -> Row | None:
     async with tx.execute("SELECT * FROM paper_lists WHERE list_client_id = ?", (list_client_id,)) as cur:
         return await cur.fetchone()
 
 
-async def list_view(tx: Any, row: Any) -> ExchangeList:
+async def list_row(tx: Connection, list_client_id: str) -> Row:
+    """A list that must exist (one this account placed)."""
+    row = await find_list(tx, list_client_id)
+    if row is None:
+        raise LookupError(f"paper list {list_client_id} is not in paper_lists")
+    return row
+
+
+async def open_lists(tx: Connection) -> list[Row]:
+    async with tx.execute("SELECT * FROM paper_lists WHERE status_type != 'ALL_DONE' ORDER BY list_id") as cur:
+        return list(await cur.fetchall())
+
+
+async def _scalar(tx: Connection, sql: str, params: tuple[str, ...] = ()) -> int:
+    """The ``n`` of a one-row aggregate query (a next id, a count)."""
+    async with tx.execute(sql, params) as cur:
+        row = await cur.fetchone()
+    assert row is not None  # an aggregate always answers one row
+    return int(row["n"])
+
+
+async def list_view(tx: Connection, row: Row) -> ExchangeList:
     """The list with its legs (working first, then take-profit and stop) as the broker models say."""
     ids = [i for i in (row["working_id"], row["take_profit_id"], row["stop_id"]) if i]
     legs = []
     for cid in ids:
-        leg = await order_row(tx, cid)
+        leg = await find_order(tx, cid)
         if leg is not None:
             legs.append(exchange_order(leg))
     return ExchangeList(

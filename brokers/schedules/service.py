@@ -129,7 +129,7 @@ class ScheduleService:
         self._locks: dict[str, asyncio.Lock] = {}
 
     # --- tools ----------------------------------------------------------------------------
-    async def create(self, owner: str | None, args: Any) -> dict[str, Any]:
+    async def create(self, owner: str | None, args: object) -> dict[str, Any]:
         """schedule_order: validate the timing and the order (without sending), store, schedule."""
         if not isinstance(args, dict):
             raise ScheduleInputError("schedule_order takes an object of place_order arguments plus cron or every")
@@ -190,7 +190,7 @@ class ScheduleService:
         entry["created_at"] = iso(_at(row.created_at))
         return entry
 
-    async def cancel(self, actor: Actor, schedule_id: Any) -> dict[str, Any]:
+    async def cancel(self, actor: Actor, schedule_id: object) -> dict[str, Any]:
         """cancel_schedule: stop one of the actor's schedules (any for an admin); another's is "not found"."""
         if not isinstance(schedule_id, str) or not schedule_id:
             raise ScheduleInputError("schedule_id is required: the id schedule_order returned")

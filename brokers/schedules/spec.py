@@ -164,7 +164,8 @@ def parse_spec(args: dict[str, Any]) -> ScheduleSpec:
 
 def next_fire(trigger: BaseTrigger, at_or_after: datetime) -> datetime | None:
     """The first scheduled time at or after ``at_or_after`` (None: the schedule has ended)."""
-    return trigger.get_next_fire_time(None, at_or_after)
+    fire: datetime | None = trigger.get_next_fire_time(None, at_or_after)  # APScheduler 3 ships no types
+    return fire
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from config import PRIVATE_UMASK, ConfigFileError, Settings, load_settings
+from config import PRIVATE_UMASK, ConfigFileError, Settings, load_settings, settings_problems
 from daemon.logging import configure_logging
 from storage import DatabaseError
 
@@ -245,15 +245,3 @@ def _cluster_conflict(ns: argparse.Namespace) -> str | None:
     if ns.data_dir is not None:
         return "keeps no local state: drop --data-dir (the front's state is in postgres_dsn)"
     return None
-
-
-def settings_problems(exc: ValidationError | ConfigFileError) -> str:
-    """The settings errors as "key: problem" in one line each, without the offending input (it may hold a secret)."""
-    if isinstance(exc, ConfigFileError):
-        return str(exc)
-    lines = []
-    for err in exc.errors(include_url=False, include_input=False):
-        key = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{key}: {msg}" if key and not msg.startswith(key) else msg)
-    return "; ".join(lines)

@@ -30,23 +30,27 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from alerts.pg_outbox import PgOutboxStore
-from alerts.pg_schema import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
-from brokers.pg_suspensions import PG_SUSPENSION_MIGRATIONS
-from brokers.schedules.pg_store import PG_SCHEDULE_MIGRATIONS
-from cluster.account_mirror import ACCOUNT_MIGRATIONS
-from cluster.followed import FOLLOWED_MIGRATIONS, FollowedMarkets
-from cluster.halt import HALT_MIGRATIONS
-from cluster.lease import LEASE_MIGRATIONS, Leases
-from cluster.marks import MARK_MIGRATIONS, MarketMarks
-from cluster.membership import MEMBER_MIGRATIONS, Membership, assign
-from cluster.orders import ORDER_MIGRATIONS
+from alerts import PG_MIGRATIONS as ALERT_PG_MIGRATIONS
+from alerts import PgOutboxStore
+from brokers import PG_SCHEDULE_MIGRATIONS, PG_SUSPENSION_MIGRATIONS
+from cluster import (
+    ACCOUNT_MIGRATIONS,
+    FOLLOWED_MIGRATIONS,
+    HALT_MIGRATIONS,
+    LEASE_MIGRATIONS,
+    MARK_MIGRATIONS,
+    MEMBER_MIGRATIONS,
+    ORDER_MIGRATIONS,
+    FollowedMarkets,
+    Leases,
+    MarketMarks,
+    Membership,
+    assign,
+)
 from config import ConfigFileError, load_settings
 from daemon.commands.cluster_follow import FollowError, run_follow
-from dashboard.pg_sessions import PG_SESSION_MIGRATIONS
-from mcp_bridge.oauth.pg_store import PG_OAUTH_MIGRATIONS
-from mcp_bridge.pg_journal import PG_JOURNAL_MIGRATIONS
-from mcp_bridge.pg_tokens import PG_TOKEN_MIGRATIONS
+from dashboard import PG_SESSION_MIGRATIONS
+from mcp_bridge import PG_JOURNAL_MIGRATIONS, PG_OAUTH_MIGRATIONS, PG_TOKEN_MIGRATIONS
 from storage import DatabaseError, Migrations, PostgresDatabase
 
 NO_CLUSTER_DSN = (

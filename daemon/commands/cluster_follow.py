@@ -15,15 +15,10 @@ import socket
 
 import aiohttp
 
-from cluster.bus_commands import Command, CommandName, send_command
-from cluster.bus_errors import BusError
-from cluster.followed import FollowedMarkets
+from cluster import BusError, Command, CommandName, FollowedMarkets, send_command
 from config import Settings
 from daemon.parts.push_bus import BusSettingsError, connect_bus
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.errors import MarketDataError
-from engine.market_data.intervals import to_binance
-from engine.market_data.symbol_directory import SymbolDirectory
+from engine import BinanceRest, MarketDataError, SymbolDirectory, to_binance
 from storage import PostgresDatabase
 
 

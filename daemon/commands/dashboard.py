@@ -24,8 +24,7 @@ from daemon.commands.cluster import NO_CLUSTER_DSN, cluster_database
 from daemon.commands.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
-from dashboard.pg_sessions import PgSessionStore
-from dashboard.sessions import LINK_S, SessionStore
+from dashboard import LINK_S, PgSessionStore, SessionStore
 from storage import DatabaseError
 
 

@@ -24,8 +24,7 @@ from daemon.commands.cluster import NO_CLUSTER_DSN, cluster_database
 from daemon.commands.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.database import open_database
 from daemon.logging import configure_logging
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import OAuthStore
+from mcp_bridge import OAuthStore, PgOAuthStore
 from storage import DatabaseError
 
 

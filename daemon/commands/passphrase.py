@@ -28,8 +28,7 @@ from daemon.commands.cluster_options import cluster_options, on_cluster, setting
 from daemon.commands.oauth import oauth_store
 from daemon.logging import configure_logging
 from dashboard import pg_sessions, sessions
-from mcp_bridge.oauth.passphrase import PassphraseError, hash_passphrase
-from mcp_bridge.oauth.pg_store import PgOAuthStore
+from mcp_bridge import PassphraseError, PgOAuthStore, hash_passphrase
 from storage import DatabaseError
 
 

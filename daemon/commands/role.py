@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cluster.bus import BusError
-from config import ConfigFileError, Settings, load_settings
+from cluster import BusError
+from config import ConfigFileError, Settings, load_settings, settings_problems
 from daemon.http_server import BindError
 from daemon.logging import configure_logging
 from daemon.parts.push_bus import BusSettingsError
@@ -57,8 +57,6 @@ def run_role(
     try:
         settings = adjust(load_settings(given, ns.config))
     except (ValidationError, ConfigFileError) as exc:
-        from daemon.commands.cli import settings_problems
-
         print(f"{prog}: error: invalid settings: {settings_problems(exc)}", file=sys.stderr)
         return 2
     found = problem(settings)

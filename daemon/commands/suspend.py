@@ -28,12 +28,11 @@ import asyncio
 import getpass
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-from brokers.pg_suspensions import PgSuspensionStore
-from brokers.suspensions import SuspensionStore
-from cluster.halt import PrincipalCancels
-from cluster.orders import INTENTS_CHANNEL
+from brokers import PgSuspensionStore, SuspensionStore
+from cluster import INTENTS_CHANNEL, PrincipalCancels
 from config import Settings
 from daemon.commands.cluster import NO_CLUSTER_DSN, cluster_database
 from daemon.commands.cluster_options import cluster_options, on_cluster, settings_of
@@ -41,8 +40,7 @@ from daemon.database import TRADES_LOG_FILE, open_database
 from daemon.logging import configure_logging
 from daemon.parts.halt import daemon_running
 from daemon.trades_log import TradesLog
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.tokens import TokenStore
+from mcp_bridge import PgTokenStore, TokenStore
 from storage import DatabaseError, PostgresDatabase
 
 WAIT_S = 5.0
@@ -54,10 +52,10 @@ class SuspendError(ValueError):
     """A suspend/unsuspend the operator must correct (unknown name, option not available)."""
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``suspend`` and ``unsuspend`` actions of ``chartgen trading``."""
+def add_parsers(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``suspend`` and ``unsuspend`` actions of ``chartgen trading`` (``add_parser``: its subparsers')."""
     anywhere = cluster_options(argparse.ArgumentParser(add_help=False), "suspensions")
-    suspend = sub.add_parser(
+    suspend = add_parser(
         "suspend", help="stop one principal's trading (orders, schedules, alert actions)", parents=[anywhere]
     )
     suspend.add_argument("name", help="a token name or id, an OAuth client name or id, or a principal")
@@ -73,7 +71,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=WAIT_S,
         help=f"seconds to wait for the daemon's cancel result (default {WAIT_S:g})",
     )
-    unsuspend = sub.add_parser("unsuspend", help="let a suspended principal trade again", parents=[anywhere])
+    unsuspend = add_parser("unsuspend", help="let a suspended principal trade again", parents=[anywhere])
     unsuspend.add_argument("name", help="as for suspend")
 
 

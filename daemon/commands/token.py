@@ -32,16 +32,23 @@ from pathlib import Path
 
 import asyncpg
 
-from brokers.suspensions import SuspensionStore
+from brokers import SuspensionStore
 from config import Settings
 from daemon.commands.cluster import NO_CLUSTER_DSN, cluster_database
 from daemon.commands.cluster_options import cluster_options, on_cluster, settings_of
 from daemon.commands.suspend import WAIT_S, cluster_cancels, report_cancels, request_cancels, who
 from daemon.database import open_database
 from daemon.logging import configure_logging
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import DEFAULT_TOKEN_SCOPES, SCOPE_ORDER, ScopeError, format_scopes, parse_scopes
-from mcp_bridge.tokens import TokenError, TokenStore
+from mcp_bridge import (
+    DEFAULT_TOKEN_SCOPES,
+    SCOPE_ORDER,
+    PgTokenStore,
+    ScopeError,
+    TokenError,
+    TokenStore,
+    format_scopes,
+    parse_scopes,
+)
 from storage import DatabaseError
 
 

@@ -22,9 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from brokers.halt import HaltState, HaltStore
-from brokers.halt_authority import HaltAuthority
-from brokers.halt_switch import summary
+from brokers import HaltAuthority, HaltState, HaltStore, summary
 from config import load_settings
 from daemon.commands import suspend as suspend_command
 from daemon.database import TRADES_LOG_FILE, open_database
@@ -57,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("resume", help="accept orders again")
     sub.add_parser("status", help="show whether trading is halted")
-    suspend_command.add_parsers(sub)  # suspend / unsuspend one principal (daemon/commands/suspend.py)
+    suspend_command.add_parsers(sub.add_parser)  # suspend / unsuspend one principal (daemon/commands/suspend.py)
     return p
 
 

@@ -40,24 +40,15 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
-from brokers.models import Actor, Fill
-from brokers.orders.args import OrderInputError
-from brokers.orders.store import fill_of
-from cluster.account_mirror import AccountView
-from cluster.bus_prices import BusPrices, TickMessage
-from cluster.followed import UNIVERSE_SQL
-from cluster.marks import MarketMarks
-from cluster.membership import Membership, owner_of
+from brokers import Actor, Fill, OrderInputError, fill_of
+from cluster import UNIVERSE_SQL, AccountView, BusPrices, MarketMarks, Membership, TickMessage, owner_of
 from config import Settings
 from daemon.front.runtime import Front, quiet
 from daemon.parts.dashboard import dashboard_setup
 from daemon.scheduler import DaemonScheduler
-from dashboard.api import fill_view
-from engine.events import Tick
-from engine.market_data.intervals import interval_seconds
-from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.tools import Services
+from dashboard import fill_view
+from engine import Tick, interval_seconds
+from mcp_bridge import PassphraseAttempts, PgTokenStore, Services
 from storage import PostgresDatabase, StorageUnavailable
 
 FIRED_WATCH_S = 2.0

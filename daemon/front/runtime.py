@@ -60,26 +60,23 @@ from typing import Any, Protocol
 import aiohttp
 import structlog
 
-from alerts.front_alerts import StoredAlerts
-from alerts.pg_push import PUSH_CHANNEL, PushRelay
-from alerts.pg_store import PgAlertStore
-from alerts.push import PushHub
-from alerts.service import AlertService
-from alerts.store import QueueLimits
-from brokers.pg_suspensions import PgSuspensionStore
-from brokers.public_venue import PublicVenue
-from brokers.schedules.pg_store import PgScheduleStore
-from brokers.schedules.service import ScheduleService
-from brokers.suspensions import SuspensionService
-from cluster.account_mirror import AccountView
-from cluster.bus import BusError
-from cluster.bus_prices import BusPrices
-from cluster.front_desk import FrontLegs, FrontSimulation
-from cluster.front_orders import FrontOrders
-from cluster.halt import ClusterHalt, PrincipalCancels
-from cluster.membership import Membership, new_member_id
-from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from cluster.schedule_runs import IntentRuns
+from alerts import PUSH_CHANNEL, AlertService, PgAlertStore, PushHub, PushRelay, QueueLimits, StoredAlerts
+from brokers import PgScheduleStore, PgSuspensionStore, PublicVenue, ScheduleService, SuspensionService
+from cluster import (
+    INTENTS_CHANNEL,
+    AccountView,
+    BusError,
+    BusPrices,
+    ClusterHalt,
+    FrontLegs,
+    FrontOrders,
+    FrontSimulation,
+    IntentRuns,
+    Membership,
+    OrderIntents,
+    PrincipalCancels,
+    new_member_id,
+)
 from config import Settings
 from daemon.commands.cluster import NO_CLUSTER_DSN, cluster_database
 from daemon.parts.alerts import engine_default_interval
@@ -88,11 +85,8 @@ from daemon.parts.push_bus import BusPushListener, BusSettingsError, connect_bus
 from daemon.parts.services import agent_settings, chart_service, journal_limits, market_data, testnet_endpoints
 from daemon.scheduler import DaemonScheduler, Job
 from daemon.supervisor import Supervisor
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.symbol_directory import SymbolDirectory
-from mcp_bridge.pg_journal import PgJournalStore
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.tools import Services
+from engine import BinanceRest, SymbolDirectory
+from mcp_bridge import PgJournalStore, PgTokenStore, Services
 from storage import UNREACHABLE, DatabaseError, StorageUnavailable
 
 log = structlog.get_logger(__name__)

@@ -35,14 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from brokers.binance.broker import BinanceBroker
-from brokers.orders.checks import SafetyLimits
-from brokers.schedules.pg_store import PgScheduleStore
-from brokers.schedules.service import ScheduleService
-from cluster.account_mirror import MIRROR_S, AccountMirror
-from cluster.membership import Membership, new_member_id
-from cluster.order_leader import OrderLeader, run_leader
-from cluster.schedule_runs import IntentRuns
+from brokers import BinanceBroker, PgScheduleStore, SafetyLimits, ScheduleService
+from cluster import MIRROR_S, AccountMirror, IntentRuns, Membership, OrderLeader, new_member_id, run_leader
 from config import Settings
 from daemon.commands.cluster import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.commands.role import role_parser, run_role, stop_event

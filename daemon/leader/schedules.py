@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import structlog
 
-from brokers.schedules.service import ScheduleService
+from brokers import ScheduleService
 
 log = structlog.get_logger(__name__)
 

@@ -16,12 +16,19 @@ from typing import Any
 
 import structlog
 
-from alerts.actions import ActionRefused, action_client_id
-from brokers.models import BrokerError, OrderRejected, OrderRequest, RateLimitedError, state_name
-from brokers.orders.args import OrderInputError, parse_order
-from brokers.orders.args import plain_decimal as plain
-from brokers.orders.guard import Admitted
-from brokers.orders.service import OrderService
+from alerts import ActionRefused, action_client_id
+from brokers import (
+    Admitted,
+    BrokerError,
+    OrderInputError,
+    OrderRejected,
+    OrderRequest,
+    OrderService,
+    RateLimitedError,
+    parse_order,
+    state_name,
+)
+from brokers import plain_decimal as plain
 
 log = structlog.get_logger(__name__)
 

@@ -7,24 +7,26 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from alerts.action_runner import ActionRunner
-from alerts.action_store import ActionOutcomes
-from alerts.channels.sender import OutboxSender
-from alerts.evaluator import AlertEvaluator
-from alerts.feed import NotificationFeed
-from alerts.outbox_store import ChannelRouting
-from alerts.push import PushHub
-from alerts.service import AlertService
-from alerts.store import AlertStore, QueueLimits
-from brokers.orders.service import OrderService
+from alerts import (
+    ActionOutcomes,
+    ActionRunner,
+    AlertEvaluator,
+    AlertService,
+    AlertStore,
+    ChannelRouting,
+    NotificationFeed,
+    OutboxSender,
+    PushHub,
+    QueueLimits,
+)
+from brokers import OrderService
 from config import Settings
 from daemon.parts.alert_actions import OrderActionExecutor
 from daemon.parts.channels import running_channels
 from daemon.scheduler import DaemonScheduler, Job
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
-from engine.feed.protocol import SymbolCatalogue
-from engine.live import LiveEngine
+from engine import LiveEngine, SymbolCatalogue
 from storage import Database
 
 
@@ -94,7 +96,7 @@ async def running_alerts(
 
 
 def engine_default_interval(settings: Settings) -> str:
-    from engine.market_data.intervals import to_binance
+    from engine import to_binance
 
     return to_binance(settings.intervals[0]) if settings.intervals else "4h"
 

@@ -12,9 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from alerts.channels.sender import OutboxSender
-from alerts.outbox_store import OutboxStore
-from alerts.store import AlertStore
+from alerts import AlertStore, OutboxSender, OutboxStore
 from config import Settings
 from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor

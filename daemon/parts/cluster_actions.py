@@ -28,14 +28,17 @@ from typing import Any
 
 import asyncpg
 
-from alerts.actions import ActionRefused, action_client_id, refused_outcome
-from brokers.binance.broker import BinanceBroker
-from brokers.models import OrderRejected, OrderRequest
-from brokers.orders.args import OrderInputError, parse_order
-from brokers.orders.checks import OrderRefused
-from brokers.orders.lists import check_order_type
-from cluster.front_orders import placed_result
-from cluster.orders import Answer, OrderIntents, record_intent_in
+from alerts import ActionRefused, action_client_id, refused_outcome
+from brokers import (
+    BinanceBroker,
+    OrderInputError,
+    OrderRefused,
+    OrderRejected,
+    OrderRequest,
+    check_order_type,
+    parse_order,
+)
+from cluster import Answer, OrderIntents, placed_result, record_intent_in
 
 CHECKED_WHEN_FIRED = (
     "the cluster's order leader applies the guard rails and the halt switch when the alert fires;"

@@ -11,18 +11,17 @@ from starlette.routing import BaseRoute
 
 from config import Settings
 from daemon.parts.oauth import passphrase_source, public_host
-from dashboard.deps import ClusterPages, DashboardDeps
-from dashboard.pg_sessions import PgSessionStore
-from dashboard.routes import dashboard_routes
-from dashboard.sessions import Sessions, SessionStore
-from engine.events import Tick
-from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import OAuthStore
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.rebinding import security_settings
-from mcp_bridge.server import SERVER_VERSION
-from mcp_bridge.tools import Services
+from dashboard import ClusterPages, DashboardDeps, PgSessionStore, Sessions, SessionStore, dashboard_routes
+from engine import Tick
+from mcp_bridge import (
+    SERVER_VERSION,
+    OAuthStore,
+    PassphraseAttempts,
+    PgOAuthStore,
+    PgTokenStore,
+    Services,
+    security_settings,
+)
 
 
 def dashboard_setup(

@@ -14,16 +14,25 @@ import aiohttp
 
 from config import Settings
 from daemon.scheduler import DaemonScheduler
-from engine.feed.backfill import KlineRest
-from engine.feed.ccxt_feed import CcxtKlineRest, CcxtMarkets, CcxtStreamFeed, build_pro_exchange
-from engine.feed.health import DEFAULT_REFUSED_BACKOFF_S
-from engine.feed.protocol import MarketFeed, StreamSink
-from engine.feed.stream_settings import StreamSettings
-from engine.indicators.registry import parse_requests
-from engine.live import EngineConfig, LiveEngine
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.rate_gate import RateGate
-from engine.market_data.trade_history import BinanceTradeHistory, CcxtTradeHistory, TradeHistory
+from engine import (
+    DEFAULT_REFUSED_BACKOFF_S,
+    BinanceRest,
+    BinanceTradeHistory,
+    CcxtKlineRest,
+    CcxtMarkets,
+    CcxtStreamFeed,
+    CcxtTradeHistory,
+    EngineConfig,
+    KlineRest,
+    LiveEngine,
+    MarketFeed,
+    RateGate,
+    StreamSettings,
+    StreamSink,
+    TradeHistory,
+    build_pro_exchange,
+    parse_requests,
+)
 
 
 def engine_config(settings: Settings) -> EngineConfig:

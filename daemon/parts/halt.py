@@ -18,9 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from brokers.halt import HaltStore
-from brokers.halt_switch import HaltSwitch
-from brokers.orders.service import OrderService
+from brokers import HaltStore, HaltSwitch, OrderService
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
 from storage import Database

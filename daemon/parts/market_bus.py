@@ -39,10 +39,8 @@ from typing import Any
 import orjson
 import structlog
 
-from cluster.bus import Bus
-from cluster.bus_subjects import market_subject
-from engine.events import BarClosed, IndicatorsUpdated, Lagged, SubscriptionClosed
-from engine.live import LiveEngine
+from cluster import Bus, market_subject
+from engine import BarClosed, IndicatorsUpdated, Lagged, LiveEngine, SubscriptionClosed
 
 log = structlog.get_logger(__name__)
 

@@ -21,17 +21,18 @@ from urllib.parse import urlparse
 from starlette.routing import BaseRoute
 
 from config import Settings
-from dashboard.device_cookies import DeviceCookieJar
-from dashboard.pg_sessions import PgSessionStore
-from dashboard.sessions import Sessions, SessionStore
-from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.oauth.passphrase import hash_passphrase
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.provider import ChartgenOAuthProvider
-from mcp_bridge.oauth.routes import oauth_routes, resource_metadata_url
-from mcp_bridge.oauth.store import OAuthStore
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.tokens import TokenStore
+from dashboard import DeviceCookieJar, PgSessionStore, Sessions, SessionStore
+from mcp_bridge import (
+    ChartgenOAuthProvider,
+    OAuthStore,
+    PassphraseAttempts,
+    PgOAuthStore,
+    PgTokenStore,
+    TokenStore,
+    hash_passphrase,
+    oauth_routes,
+    resource_metadata_url,
+)
 
 CREDENTIAL_NAME = "passphrase"
 

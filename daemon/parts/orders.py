@@ -16,24 +16,25 @@ from typing import Any
 import aiohttp
 import structlog
 
-from brokers.binance.broker import BinanceBroker
-from brokers.binance.user_stream import UserStream
-from brokers.ccxt.broker import CcxtBroker, build_exchange
-from brokers.filters import SymbolRules
-from brokers.models import BrokerError, ExchangeOrder
-from brokers.orders.service import OrderService, SafetyLimits
-from brokers.orders.store import OrderStore
-from brokers.paper.broker import PaperBroker
-from brokers.protocol import Broker
+from brokers import (
+    BinanceBroker,
+    Broker,
+    BrokerError,
+    CcxtBroker,
+    ExchangeOrder,
+    OrderService,
+    OrderStore,
+    PaperBroker,
+    SafetyLimits,
+    SymbolRules,
+    UserStream,
+    build_exchange,
+)
 from config import Settings
 from daemon.scheduler import DaemonScheduler, Job
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
-from engine.events import Tick
-from engine.live import LiveEngine
-from engine.market_data.errors import MarketDataError
-from engine.market_data.intervals import to_binance
-from engine.market_data.symbol_directory import SymbolDirectory
+from engine import LiveEngine, MarketDataError, SymbolDirectory, Tick, to_binance
 from storage import Database
 
 log = structlog.get_logger(__name__)
@@ -254,7 +255,7 @@ async def _binance_orders(
             on_order=on_order,
             on_list=service.lists.on_list_update,
             on_resubscribed=service.reconcile,
-            time_offset_ms=lambda: int(broker._client.timestamp_offset),
+            time_offset_ms=broker.time_offset_ms,
         )
         supervisor.start("binance-user-stream", stream.run)
         scheduler.every("binance-time-sync", 300.0, _discard(broker.sync_time))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from brokers.models import BrokerError, RateLimitedError
-from brokers.orders.service import OrderService
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.errors import MarketDataError, RateLimited
-from mcp_bridge.prompts import Holding, PromptCredentialsError, PromptRateLimited, Quote
+from brokers import BrokerError, OrderService, RateLimitedError
+from engine import BinanceRest, MarketDataError, RateLimited
+from mcp_bridge import Holding, PromptCredentialsError, PromptRateLimited, Quote
 
 
 class DaemonPromptData:

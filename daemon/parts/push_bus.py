@@ -33,10 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 import structlog
 from pydantic import ValidationError
 
-from alerts.pg_push import pushed_payload
-from cluster.bus import Bus, BusError, Subscription
-from cluster.bus_streams import BusLimits
-from cluster.bus_subjects import SUBJECT_ROOT, encode_token, notify_subject
+from alerts import pushed_payload
+from cluster import SUBJECT_ROOT, Bus, BusError, BusLimits, Subscription, encode_token, notify_subject
 from config import Settings
 
 log = structlog.get_logger(__name__)

@@ -11,10 +11,14 @@ from typing import Any
 
 import aiohttp
 
-from brokers.orders.service import OrderService
-from brokers.schedules.service import ScheduleService
-from brokers.schedules.store import ScheduleStore
-from brokers.suspensions import SuspensionService, SuspensionStore, cancel_principal_open
+from brokers import (
+    OrderService,
+    ScheduleService,
+    ScheduleStore,
+    SuspensionService,
+    SuspensionStore,
+    cancel_principal_open,
+)
 from config import Settings
 from daemon.database import open_database
 from daemon.parts.alerts import running_alerts
@@ -25,19 +29,20 @@ from daemon.parts.prompt_data import DaemonPromptData
 from daemon.scheduler import DaemonScheduler
 from daemon.supervisor import Supervisor
 from daemon.trades_log import TradesLog
-from engine.charts.pool import InlineRenderer, ProcessPoolRenderer
-from engine.charts.service import BarsSource, ChartRenderer, ChartService
-from engine.engine_bars import EngineFirstBars
-from engine.indicators.external.sources import ExternalSources
-from engine.live import LiveEngine
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.source import MarketData
-from engine.market_data.symbol_directory import SymbolDirectory
-from mcp_bridge.identity import current_principal
-from mcp_bridge.journal_store import JournalLimits, JournalStore
-from mcp_bridge.tokens import TokenStore
-from mcp_bridge.tools import Services
-from mcp_bridge.tools.context import AgentSettings
+from engine import (
+    BarsSource,
+    BinanceRest,
+    ChartRenderer,
+    ChartService,
+    EngineFirstBars,
+    ExternalSources,
+    InlineRenderer,
+    LiveEngine,
+    MarketData,
+    ProcessPoolRenderer,
+    SymbolDirectory,
+)
+from mcp_bridge import AgentSettings, JournalLimits, JournalStore, Services, TokenStore, current_principal
 from storage import Database
 
 

@@ -24,19 +24,20 @@ from daemon.parts.orders import broker_readiness
 from daemon.parts.services import chart_service, daemon_services, describe_endpoints
 from daemon.sd_notify import Notifier, keep_alive, watchdog_interval_s
 from daemon.supervisor import Supervisor
-from engine.charts.service import ChartRequest
-from engine.indicators.params import IndicatorError
-from engine.indicators.registry import parse_requests
-from engine.market_data.errors import MarketDataError
-from mcp_bridge.http_app import Authenticate, build_http_app
-from mcp_bridge.identity import Caller
-from mcp_bridge.oauth.attempts import PassphraseAttempts
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
-from mcp_bridge.server import build_server
-from mcp_bridge.stdio import serve_stdio
-from mcp_bridge.tokens import TokenError, TokenStore
-from mcp_bridge.tools import Services
+from engine import ChartRequest, IndicatorError, MarketDataError, parse_requests
+from mcp_bridge import (
+    ALL_SCOPES,
+    Authenticate,
+    Caller,
+    PassphraseAttempts,
+    PgTokenStore,
+    Services,
+    TokenError,
+    TokenStore,
+    build_http_app,
+    build_server,
+    serve_stdio,
+)
 
 DEMO_TOKEN_NAME = "sim-demo"
 DEMO_PRINCIPAL = "demo"

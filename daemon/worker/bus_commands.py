@@ -15,8 +15,7 @@ from typing import Any
 
 import structlog
 
-from cluster.bus import Bus
-from cluster.bus_commands import Command, CommandSubscription
+from cluster import Bus, Command, CommandSubscription
 from daemon.scheduler import DaemonScheduler
 
 log = structlog.get_logger(__name__)

@@ -35,9 +35,8 @@ from typing import Any
 import asyncpg
 import structlog
 
-from alerts.channels.sender import OutboxSender
-from alerts.pg_outbox import OUTBOX_CHANNEL, PgOutboxStore
-from cluster.lease import Lease, LeaseLost, Leases
+from alerts import OUTBOX_CHANNEL, OutboxSender, PgOutboxStore
+from cluster import Lease, LeaseLost, Leases
 from config import Settings
 from daemon.parts.channels import KEEP_FINISHED_S
 from storage import UNREACHABLE, PostgresDatabase, StorageUnavailable

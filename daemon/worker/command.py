@@ -29,17 +29,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from alerts.action_runner import ActionRunner
-from alerts.outbox_store import ChannelRouting
-from alerts.pg_actions import PgActionOutcomes
-from alerts.pg_store import PgAlertStore
-from alerts.push import PushHub
-from alerts.store import QueueLimits
-from alerts.worker_evaluator import WorkerEvaluator
-from cluster.bus import Bus
-from cluster.marks import MarketMarks
-from cluster.membership import MarketAssignment, Membership, new_member_id
-from cluster.orders import OrderIntents
+from alerts import ActionRunner, ChannelRouting, PgActionOutcomes, PgAlertStore, PushHub, QueueLimits, WorkerEvaluator
+from cluster import Bus, MarketAssignment, MarketMarks, Membership, OrderIntents, new_member_id
 from config import Settings
 from daemon.commands.cluster import CLUSTER_MIGRATIONS, NO_CLUSTER_DSN
 from daemon.commands.role import role_parser, run_role, stop_event
@@ -55,7 +46,7 @@ from daemon.worker.bus_commands import HEARTBEAT_JOB, WorkerCommands
 from daemon.worker.channels import ChannelDelivery
 from daemon.worker.http import worker_app
 from daemon.worker.runtime import Worker
-from engine.market_data.intervals import to_binance
+from engine import to_binance
 from storage import UNREACHABLE, PostgresDatabase, StorageUnavailable
 
 log = structlog.get_logger(__name__)
@@ -185,7 +176,7 @@ async def run_worker(settings: Settings, *, http_port: int | None = None) -> Non
 
 def _settle_actions(actions: ActionRunner) -> Callable[[], Awaitable[None]]:
     """The periodic settle of alert actions left pending (a worker that died waiting, a slow leader):
-    any worker may settle any action, once (alerts/pg_actions.py)."""
+    any worker may settle any action, once (alerts/pg_action_outcomes.py)."""
 
     async def run() -> None:
         with contextlib.suppress(StorageUnavailable, *UNREACHABLE):  # the heartbeat reports the outage

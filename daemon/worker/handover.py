@@ -39,14 +39,19 @@ from dataclasses import dataclass
 
 import structlog
 
-from alerts.models import Alert
-from alerts.worker_evaluator import WorkerEvaluator
-from engine.bars import Bars
-from engine.indicator_state import RequestId, request_id
-from engine.indicators.model import PanelResult
-from engine.indicators.registry import IndicatorRequest, parse_requests
-from engine.market_data.intervals import interval_seconds
-from engine.market_data.trade_history import MAX_SPAN_MS, TradeHistory, TradePrint
+from alerts import Alert, WorkerEvaluator
+from engine import (
+    MAX_SPAN_MS,
+    Bars,
+    IndicatorRequest,
+    PanelResult,
+    RequestId,
+    TradeHistory,
+    TradePrint,
+    interval_seconds,
+    parse_requests,
+    request_id,
+)
 
 log = structlog.get_logger(__name__)
 

@@ -33,7 +33,7 @@ from daemon.worker.bus_commands import WorkerCommands
 from daemon.worker.channels import ChannelDelivery
 from daemon.worker.handover import split_market
 from daemon.worker.runtime import Worker
-from engine.bars import Bars
+from engine import Bars
 
 
 class _WorkerCollector(Collector):

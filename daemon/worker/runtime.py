@@ -37,14 +37,8 @@ from typing import Any
 
 import structlog
 
-from alerts.models import Alert
-from alerts.pg_changes import ALERTS_CHANNEL, parse_change
-from alerts.pg_store import PgAlertStore
-from alerts.store import Fired, alert_of
-from alerts.worker_evaluator import WorkerEvaluator
-from cluster.followed import UNIVERSE_SQL
-from cluster.marks import MarketMarks
-from cluster.membership import MarketAssignment
+from alerts import ALERTS_CHANNEL, Alert, Fired, PgAlertStore, WorkerEvaluator, alert_of, parse_change
+from cluster import UNIVERSE_SQL, MarketAssignment, MarketMarks
 from daemon.worker.handover import (
     HANDOVER_CONCURRENCY,
     GatedHistory,
@@ -54,8 +48,7 @@ from daemon.worker.handover import (
     missed_by_trades,
     split_market,
 )
-from engine.live import LiveEngine
-from engine.market_data.trade_history import TradeHistory
+from engine import LiveEngine, TradeHistory
 from storage import UNREACHABLE, Listener, StorageUnavailable
 
 log = structlog.get_logger(__name__)

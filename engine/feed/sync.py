@@ -92,6 +92,13 @@ class WindowSync:
         self.last_prices: dict[str, tuple[float, int]] = {}
         self._changed = asyncio.Event()
 
+    @property
+    def request_weight_used(self) -> int | None:
+        """REQUEST_WEIGHT used this minute by the REST client the backfills read (None: one without a
+        rate gate, as a ccxt adapter)."""
+        gate = getattr(self._rest, "gate", None)
+        return None if gate is None else int(gate.used_weight)
+
     # --- membership ----------------------------------------------------------------
     def add(self, symbol: str, interval: str) -> WindowState:
         key = window_key(symbol, interval)

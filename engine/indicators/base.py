@@ -1,4 +1,4 @@
-"""What an indicator *is* to the rest of the system: :class:`IndicatorDef` and its context.
+"""What an indicator *is* to the rest of the system: :class:`IndicatorDef`, its context, and a request for one.
 
 An indicator is a pure function from bars and validated parameters to a
 :class:`~engine.indicators.model.PanelResult`.  External indicators (funding, open
@@ -9,13 +9,13 @@ any lock, and whose result (or failure reason) reaches compute through
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.bars import Bars
 from engine.indicators.model import PanelResult
-from engine.indicators.params import Param, configure
+from engine.indicators.params import Param, Params, configure
 
 if TYPE_CHECKING:
     from engine.indicators.external.sources import ExternalSources
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from engine.indicators.newest import Newest
 
 Kind = Literal["overlay", "panel", "external"]
-Params = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +103,13 @@ class IndicatorDef:
         if self.signals:
             out["signals"] = list(self.signals)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class IndicatorRequest:
+    """One requested indicator: the key it was asked by, its definition, validated params
+    (engine.indicators.registry.parse_requests makes them from a tool's ``indicators`` list)."""
+
+    key: str
+    definition: IndicatorDef
+    params: Params

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.bars import Bars
-from engine.indicators.base import Params
 from engine.indicators.newest import Newest
+from engine.indicators.params import Params
 from engine.indicators.primitives import ema
 
 

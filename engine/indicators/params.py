@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 ParamType = Literal["integer", "number", "string", "boolean"]
 
+Params = Mapping[str, Any]
+"""An indicator's validated parameters, as :func:`configure` returns them."""
+
 MAX_PERIOD = 100_000
 
 

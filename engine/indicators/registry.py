@@ -1,4 +1,4 @@
-"""Name resolution and the list_indicators payload.
+"""Name resolution over the catalogue, the list_indicators payload, and which indicator emits which signal.
 
 Resolution is exact and case-sensitive on canonical names and aliases, as chartgen's is,
 and additionally accepts the aliases chartgen's README promises but its code never
@@ -8,12 +8,13 @@ resolved (bb, kc, dc, st, psar, ichi, wt, cipher, cb).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from engine.indicators.base import IndicatorDef
+from engine.indicators.base import IndicatorDef, IndicatorRequest
+from engine.indicators.catalog import CATALOG
 from engine.indicators.params import IndicatorError
+from engine.signals import SIGNAL_LABELS
 
 
 class UnknownIndicator(IndicatorError):
@@ -26,8 +27,6 @@ class UnknownIndicator(IndicatorError):
 
 @cache
 def _index() -> tuple[tuple[IndicatorDef, ...], dict[str, IndicatorDef]]:
-    from engine.indicators.catalog import CATALOG
-
     by_name: dict[str, IndicatorDef] = {}
     for d in CATALOG:
         for key in (d.name, *d.aliases):
@@ -53,15 +52,6 @@ def resolve(name: str) -> IndicatorDef:
     if d is None:
         raise UnknownIndicator([name])
     return d
-
-
-@dataclass(frozen=True, slots=True)
-class IndicatorRequest:
-    """One requested indicator: the key it was asked by, its definition, validated params."""
-
-    key: str
-    definition: IndicatorDef
-    params: Mapping[str, Any]
 
 
 def parse_requests(items: list[Any]) -> list[IndicatorRequest]:
@@ -103,3 +93,18 @@ def list_indicators_payload() -> dict[str, Any]:
     """The list_indicators tool payload (contract §3.1)."""
     defs = all_indicators()
     return {"total": len(defs), "indicators": [d.describe() for d in defs]}
+
+
+def emitters() -> dict[str, tuple[str, ...]]:
+    """For each signal label (engine.signals), the canonical names of the indicators that can emit it."""
+    table: dict[str, list[str]] = {label: [] for label in SIGNAL_LABELS}
+    for d in all_indicators():
+        for label in d.signals:
+            table[label].append(d.name)
+    return {label: tuple(names) for label, names in table.items()}
+
+
+def labels_of(indicator: str) -> tuple[str, ...]:
+    """Labels the named indicator (canonical name or alias) can emit; empty if none or unknown."""
+    d = lookup(indicator)
+    return d.signals if d is not None else ()

@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from engine.indicators.base import IndicatorRequest
 from engine.indicators.model import DivLine, Dot, Fill, Histogram, Line, PanelResult
-from engine.indicators.registry import IndicatorRequest
 
 MAX_WARMUP_BARS = 2000
 """The most history fetched before the first shown bar: at most two more Binance klines pages

@@ -39,12 +39,8 @@ import mcp_types as types
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from brokers.halt import TradingHalted
-from brokers.models import BrokerError
-from brokers.orders.guard import LimitExceeded
-from brokers.orders.service import OrderInputError
-from engine.charts.gate import RenderBusy
-from engine.market_data.errors import MarketDataError, RateLimited
+from brokers import BrokerError, LimitExceeded, OrderInputError, TradingHalted
+from engine import MarketDataError, RateLimited, RenderBusy
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tools.unit import ToolContext, ToolUnit, input_schema_of, parse_args
 

@@ -15,9 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import InstanceOf
 
-from alerts.models import ALERT_KINDS
-from alerts.requests import AlertInputError, AlertSpec, parse_filter, parse_set_alert
-from alerts.service import AlertService
+from alerts import ALERT_KINDS, AlertInputError, AlertService, AlertSpec, parse_filter, parse_set_alert
 from config import ANY_SUBSCRIBER
 from mcp_bridge.errors import ToolError
 from mcp_bridge.scopes import TRADE

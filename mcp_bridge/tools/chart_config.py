@@ -18,9 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.charts.chart_docs import ChartSurface, documentation
-from engine.charts.config_builder import UnknownAsset, build
-from engine.indicators.registry import all_indicators
+from engine import ChartSurface, UnknownAsset, all_indicators, build, documentation
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit, iso
 from mcp_bridge.tools.chart_validation import Issue, ValidationLimits, validate

@@ -17,13 +17,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from engine.charts.config_time import YAHOO_INTERVALS
-from engine.charts.service import ChartRequest
-from engine.indicators.params import IndicatorError
-from engine.indicators.registry import all_indicators, parse_requests
-from engine.market_data.errors import MarketDataError
-from engine.market_data.intervals import interval_seconds, to_binance
-from engine.market_data.source import detect_source, is_crypto
+from engine import (
+    YAHOO_INTERVALS,
+    ChartRequest,
+    IndicatorError,
+    MarketDataError,
+    all_indicators,
+    detect_source,
+    interval_seconds,
+    is_crypto,
+    parse_requests,
+    to_binance,
+)
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tools.charting import MAX_INDICATORS, GenerateChartArgs, chart_request
 
@@ -93,7 +98,7 @@ def _indicator_hint(name: Any) -> str:
         return ""
     base = name.split("@", 1)[0]
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", base).lower()
-    from engine.charts.config_vocabulary import INDICATOR_PHRASES
+    from engine import INDICATOR_PHRASES
 
     if spaced in INDICATOR_PHRASES:
         return f"use {INDICATOR_PHRASES[spaced]!r}"

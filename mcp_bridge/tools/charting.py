@@ -14,12 +14,17 @@ import mcp_types as types
 import structlog
 from pydantic import InstanceOf
 
-from engine.charts.gate import RenderBusy
-from engine.charts.jsonout import pretty
-from engine.charts.service import ChartFormat, ChartRequest
-from engine.indicators.params import IndicatorError
-from engine.indicators.registry import IndicatorRequest, list_indicators_payload, parse_requests
-from engine.market_data.errors import MarketDataError
+from engine import (
+    ChartFormat,
+    ChartRequest,
+    IndicatorError,
+    IndicatorRequest,
+    MarketDataError,
+    RenderBusy,
+    list_indicators_payload,
+    parse_requests,
+    pretty,
+)
 from mcp_bridge.args import bool_arg, choice_arg, int_arg, interval_arg, pick, symbol_arg
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire

@@ -8,22 +8,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
-from alerts.channels.sender import OutboxSender
-from alerts.feed import NotificationFeed
-from alerts.push import PushHub
-from alerts.service import AlertService
-from brokers.halt import HaltState
-from brokers.halt_authority import HaltAuthority
-from brokers.models import Actor, Balance, OrderRequest
-from brokers.orders.service import OrderService
-from brokers.orders.trade_legs import LegDesk
-from brokers.portfolio_view import Venue
-from brokers.schedules.service import ScheduleService
-from brokers.suspensions import SuspensionService
-from brokers.trade_simulation import SimulatedAccount
-from engine.charts.service import ChartService
-from engine.live import LiveEngine
-from engine.market_data.source import MarketData
+from alerts import AlertService, NotificationFeed, OutboxSender, PushHub
+from brokers import (
+    Actor,
+    Balance,
+    HaltAuthority,
+    HaltState,
+    LegDesk,
+    OrderRequest,
+    OrderService,
+    ScheduleService,
+    SimulatedAccount,
+    SuspensionService,
+    Venue,
+)
+from engine import ChartService, LiveEngine, MarketData
 from mcp_bridge.journal_store import Journal
 from mcp_bridge.prompts import PromptData
 from mcp_bridge.tokens import TokenStore

@@ -21,8 +21,7 @@ import ccxt
 import ccxt.pro as ccxtpro
 from pydantic import BaseModel, Field
 
-from engine.market_data.source import MarketData
-from engine.market_data.symbol_search import SymbolSearch, matches
+from engine import MarketData, SymbolSearch, matches
 from mcp_bridge.tools.agent_calls import (
     AgentArgs,
     AgentCall,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brokers.halt_authority import HaltAuthority, HaltRefused
+from brokers import HaltAuthority, HaltRefused
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text

@@ -26,9 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, WithJsonSchema
 
-from engine.market_data.history import MAX_ROWS, HistoryArgumentError, HistorySource
-from engine.market_data.quotes import QuoteSource, iso_utc
-from engine.market_data.source import MarketData
+from engine import MAX_ROWS, HistoryArgumentError, HistorySource, MarketData, QuoteSource, iso_utc
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import Services
 from mcp_bridge.tools.unit import READ_REMOTE, ToolContext

@@ -23,9 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import InstanceOf
 
-from brokers.models import BrokerError, OrderRequest
-from brokers.orders.args import parse_entry, parse_oco
-from brokers.orders.service import OrderInputError, OrderService
+from brokers import BrokerError, OrderInputError, OrderRequest, OrderService, parse_entry, parse_oco
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text

@@ -20,12 +20,27 @@ from typing import Annotated, Any, Literal, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from brokers.orders.args import OrderInputError, parse_order
-from brokers.orders.service import OrderService
-from brokers.orders.trade_legs import LegDesk, ServiceLegs, leg_client_ids, place_leg
-from brokers.portfolio_view import VALUATION, Holdings, PortfolioView, Pricer, Venue, value
-from brokers.risk_metrics import METHOD
-from brokers.trade_simulation import Leg, LegResult, ServiceAccount, SimulatedAccount, Simulator
+from brokers import (
+    METHOD,
+    VALUATION,
+    Holdings,
+    Leg,
+    LegDesk,
+    LegResult,
+    OrderInputError,
+    OrderService,
+    PortfolioView,
+    Pricer,
+    ServiceAccount,
+    ServiceLegs,
+    SimulatedAccount,
+    Simulator,
+    Venue,
+    leg_client_ids,
+    parse_order,
+    place_leg,
+    value,
+)
 from mcp_bridge.tools.agent_calls import AgentArgs, AgentCall, AgentError, Code, SourcedData, agent_unit
 from mcp_bridge.tools.context import AccountReader
 from mcp_bridge.tools.portfolio_texts import GET_PORTFOLIO_TEXT, TRADE_EXECUTE_TEXT, TRADE_SIMULATE_TEXT

@@ -3,8 +3,7 @@ mcp_bridge/tools/portfolio.py): what a client reads in ``tools/list``."""
 
 from __future__ import annotations
 
-from brokers.portfolio_view import VALUATION
-from brokers.risk_metrics import METHOD
+from brokers import METHOD, VALUATION
 
 GET_PORTFOLIO_TEXT = f"""
             The exchange account as a portfolio, valued in {VALUATION}: positions (every non-cash asset with a

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from brokers.schedules.service import ScheduleService
-from brokers.suspensions import PrincipalStopped
+from brokers import PrincipalStopped, ScheduleService
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tool_specs import wire
 from mcp_bridge.tools.charting import text

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 
-from brokers.models import Actor
+from brokers import Actor
 from mcp_bridge.errors import ToolError
 from mcp_bridge.scopes import ADMIN
 from mcp_bridge.tools.context import ENGINE_NOT_RUNNING as ENGINE_NOT_RUNNING

@@ -30,8 +30,8 @@ from alerts.models import Alert, Subscription
 from alerts.push import PushHub
 from alerts.requests import AlertInputError, parse_set_alert
 from alerts.store import AlertStore
-from daemon.database import ALL_MIGRATIONS
-from engine.events import Tick
+from daemon import ALL_MIGRATIONS
+from engine import Tick
 from storage import Database
 from testkit.null_market import NullMarket
 

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from mcp_bridge.tools.catalog import TOOL_NAMES
+from mcp_bridge import TOOL_NAMES
 from testkit.daemon_proc import DaemonProc, create_token, mcp_client, running_daemon
 
 pytestmark = pytest.mark.process
@@ -161,10 +161,7 @@ async def _close_bar_at(http: aiohttp.ClientSession, client: Client, sim: str, p
 
 async def _newest_bar_labels(http: aiohttp.ClientSession, sim: str, last_time: int) -> list[str]:
     """Labels heikin_ashi confirms on the newest closed bar, computed here from the simulator's klines."""
-    from engine.indicators.registry import parse_requests
-    from engine.indicators.runner import compute_sync
-    from engine.market_data.binance_rest import rows_to_bars
-    from engine.signals import on_newest_bar
+    from engine import compute_sync, on_newest_bar, parse_requests, rows_to_bars
 
     params = {"symbol": "BTCUSDT", "interval": "1m", "limit": "300", "endTime": str(last_time * 1000)}
     async with http.get(f"{sim}/api/v3/klines", params=params) as r:

@@ -18,7 +18,7 @@ from alerts.audit_log import AlertAuditLog
 from alerts.models import Alert, Firing
 from alerts.schema import MIGRATIONS as ALERT_MIGRATIONS
 from alerts.store import AlertStore, QueueLimits
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from storage import Database, Migrations
 from tests.alerts.test_store import alert
 

@@ -22,8 +22,8 @@ from alerts.evaluator import AlertEvaluator
 from alerts.models import Alert, Firing, Subscription
 from alerts.push import PushHub
 from alerts.store import AlertStore
-from daemon.database import ALL_MIGRATIONS
-from engine.events import Tick
+from daemon import ALL_MIGRATIONS
+from engine import Tick
 from storage import LOOP_TRANSACTION_MAX_ITEMS, Database, WalSyncError
 from testkit.null_market import NullMarket
 

@@ -16,9 +16,8 @@ from alerts.evaluator import AlertEvaluator
 from alerts.push import PushHub
 from alerts.service import AlertService
 from alerts.store import AlertStore
-from daemon.database import ALL_MIGRATIONS
-from mcp_bridge.server import ToolRouter
-from mcp_bridge.tools import Services
+from daemon import ALL_MIGRATIONS
+from mcp_bridge import Services, ToolRouter
 from storage import Database
 from testkit.null_market import NullMarket
 

@@ -24,13 +24,8 @@ from alerts.models import Alert
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import WorkerEvaluator
-from daemon.worker.handover import hand_over, missed_by_signals, signal_request
-from engine.bars import Bars
-from engine.events import Tick
-from engine.indicators.base import ComputeContext
-from engine.indicators.model import Dot, PanelResult
-from engine.indicators.registry import IndicatorRequest
-from engine.indicators.runner import compute_sync
+from daemon import hand_over, missed_by_signals, signal_request
+from engine import Bars, ComputeContext, Dot, IndicatorRequest, PanelResult, Tick, compute_sync
 from storage import Database
 from testkit.null_market import NullMarket
 

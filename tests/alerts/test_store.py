@@ -20,7 +20,7 @@ from alerts.models import Alert, Firing, Subscription
 from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
 from alerts.repository import AlertRepository
 from alerts.store import AlertStore, QueueLimits
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from storage import Database, PostgresDatabase
 
 STORAGES = ("sqlite", pytest.param("postgres", marks=[pytest.mark.servers, pytest.mark.process]))

@@ -11,9 +11,8 @@ from alerts.models import Alert
 from alerts.push import PushHub
 from alerts.store import AlertStore
 from alerts.worker_evaluator import RECENT_S, WorkerEvaluator
-from daemon.worker.handover import missed_by_trades
-from engine.events import Tick
-from engine.market_data.trade_history import TradePrint
+from daemon import missed_by_trades
+from engine import Tick, TradePrint
 from storage import Database
 from testkit.null_market import NullMarket
 

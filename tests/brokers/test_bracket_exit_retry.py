@@ -94,7 +94,7 @@ async def test_an_exit_refused_for_the_order_rate_waits_for_the_window_then_is_p
     assert rig.sim.exchange.requests[OCO_POSTS] == 1 and rig.lists_on_exchange() == []
     limited = [e for e in logs if e["event"] == "bracket_exit_rate_limited"]
     assert len(limited) == 1 and limited[0]["log_level"] == "warning" and limited[0]["retry_after_s"] == 1
-    assert not [e for e in logs if e["event"] == "bracket_refused"]
+    assert not [e for e in logs if e["event"] == "bracket_exit_refused"]
     refused = [line for line in rig.journal if "BRACKET REFUSED" in line]
     assert len(refused) == 1 and "-1015" in refused[0] and f"retried after {limited[0]['retry_at']}" in refused[0]
 

@@ -263,7 +263,7 @@ def test_the_engine_offers_a_price_only_while_a_stream_of_the_symbol_is_live() -
     """A price kept from a dropped stream is not offered (the guard asks the ticker instead); other symbols: None."""
     from types import SimpleNamespace
 
-    from daemon.parts.orders import EngineQuotes
+    from daemon import EngineQuotes
 
     window = SimpleNamespace(live_since=100.0)
     engine = SimpleNamespace(

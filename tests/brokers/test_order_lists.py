@@ -315,8 +315,7 @@ async def test_the_tools_place_an_oco_list_it_and_cancel_it_by_its_list_id(db: D
     """Through the tool router with the trade scope: place_oco, get_orders (membership), cancel_order(list id)."""
     import json
 
-    from mcp_bridge.server import ToolRouter
-    from mcp_bridge.tools import Services
+    from mcp_bridge import Services, ToolRouter
 
     router = ToolRouter(Services(charts=None, orders=service(db)))  # type: ignore[arg-type]
     trade = frozenset({"trade"})

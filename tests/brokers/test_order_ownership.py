@@ -92,8 +92,7 @@ async def test_the_order_tools_act_for_the_calling_principal_and_its_admin_scope
     a call without a principal (unauthenticated HTTP) is refused."""
     import json
 
-    from mcp_bridge.server import ToolRouter
-    from mcp_bridge.tools import Services
+    from mcp_bridge import Services, ToolRouter
 
     router = ToolRouter(Services(charts=None, orders=service(order_db, PricedBroker())))  # type: ignore[arg-type]
     trade, admin = frozenset({"trade"}), frozenset({"admin"})

@@ -235,7 +235,7 @@ async def test_an_entry_that_expired_partly_filled_gets_an_exit_for_what_it_fill
     assert venue.sim.exchange.requests["POST /api/v3/orderList/oco"] == 1
 
 
-# --- the exit size rule (brokers/orders/brackets.py, cluster/bracket_exits.py) ----------------------------
+# --- the exit size rule (brokers/orders/exits.py, a node's and a cluster's) -----------------------------------
 @given(
     planned=st.decimals(D("0.00001"), D(10), places=5),
     executed=st.decimals(D(0), D(10), places=5),
@@ -254,9 +254,11 @@ def test_an_exit_never_trades_more_than_arrived_nor_than_planned(
 
 
 def test_the_cluster_sizes_exits_with_the_single_nodes_rule() -> None:
-    from cluster import bracket_exits
+    from brokers.orders import brackets, exits
+    from cluster import order_leader
 
-    assert bracket_exits.exit_quantity is exit_quantity
+    assert brackets.exit_quantity is exits.exit_quantity is exit_quantity
+    assert order_leader.ExitProcedure is brackets.ExitProcedure is exits.ExitProcedure
 
 
 # --- the paper broker's size rule ------------------------------------------------------------------

@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from alerts.actions import action_client_id
+from alerts import action_client_id
 from brokers.suspensions import SUSPENDED_MESSAGE
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import Database

@@ -20,7 +20,7 @@ from brokers.schedules.cron import CronError, cron_trigger
 from brokers.schedules.service import ScheduleService, client_id
 from brokers.schedules.spec import ScheduleInputError, parse_every, parse_spec, plan
 from brokers.schedules.store import ScheduleStore
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from storage import Database
 from tests.brokers.test_filters_and_positions import rules
 

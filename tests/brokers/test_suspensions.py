@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alerts.models import Alert
-from alerts.store import alert_row
+from alerts import Alert, alert_row
 from brokers.models import ListRequest, OrderRequest
 from brokers.orders.admission import admit_in
 from brokers.orders.args import OrderInputError
@@ -28,9 +27,8 @@ from brokers.suspensions import (
     TradingSuspended,
     cancel_principal_open,
 )
-from daemon.database import ALL_MIGRATIONS
-from mcp_bridge.oauth.store import OAuthStore, RefreshRow
-from mcp_bridge.tokens import TokenStore
+from daemon import ALL_MIGRATIONS
+from mcp_bridge import OAuthStore, RefreshRow, TokenStore
 from storage import Database
 from tests.brokers.test_order_guard import PricedBroker, make_service
 

@@ -19,7 +19,7 @@ from brokers.orders.store import OrderStore
 from brokers.portfolio_view import Pricer
 from brokers.risk_metrics import risk_metrics, value_series
 from brokers.trade_simulation import Leg, ServiceAccount, Simulator
-from engine.bars import Bars
+from engine import Bars
 from storage import Database
 from tests.brokers.test_order_service import Clock, FakeBroker
 

@@ -19,10 +19,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from alerts.channels.sender import OutboxSender, RateBucket
-from alerts.models import Alert, Firing, Subscription
-from alerts.outbox_store import ChannelRouting, OutboxStore
-from alerts.store import AlertStore
+from alerts import Alert, AlertStore, ChannelRouting, Firing, OutboxSender, OutboxStore, RateBucket, Subscription
 from config import WebhookChannel
 from storage import Database
 from testkit.channel_receivers import Receiver

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_bridge.journal_store import event_size
+from mcp_bridge import event_size
 from testkit.daemon_proc import create_token, mcp_client, running_daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300)]

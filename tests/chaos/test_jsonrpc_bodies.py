@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 from testkit.daemon_proc import clean_env
 from testkit.secret_scan import daemon_log_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.process]
+# one module-scoped daemon, and the last test checks it survived every earlier one: the file runs on
+# one xdist worker, in order
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.xdist_group("jsonrpc_bodies")]
 
 ALLOWED = {200, 202, 400, 401, 404, 406, 413, 429}
 

@@ -37,7 +37,13 @@ from testkit.daemon_proc import DaemonProc, start_daemon
 from testkit.nginx import DOCUMENTED_LOCATION, Nginx, free_port, running_nginx
 from testkit.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase, ticked
 
-pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+    pytest.mark.timeout(300),
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.xdist_group("proxy_abuse"),  # module-scoped daemon and nginx: the file on one xdist worker
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_indicators", "arguments": {}}}

@@ -12,8 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from alerts.actions import action_client_id
-from brokers.suspensions import SUSPENDED_MESSAGE
+from alerts import action_client_id
+from brokers import SUSPENDED_MESSAGE
 from testkit.daemon_proc import create_token, mcp_client, running_daemon
 from tests.brokers.test_principal_stop_daemon import (
     ARGS,

@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from brokers.halt import HALTED_MESSAGE
+from brokers import HALTED_MESSAGE
 from testkit.daemon_proc import create_token, mcp_client, running_daemon
 from tests.brokers.test_halt_daemon import ARGS, ENV, oco, order, sim_open, sim_open_lists, trading
 

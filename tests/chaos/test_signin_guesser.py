@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from dashboard.device_cookies import DEVICE_COOKIE
+from dashboard import DEVICE_COOKIE
 from testkit.daemon_proc import DaemonProc, start_daemon
 from testkit.nginx import Nginx, free_port, running_nginx
 from testkit.oauth import PASSPHRASE, REDIRECT, pkce, set_passphrase

@@ -22,13 +22,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcp_bridge.tools.catalog import CATALOG
+from mcp_bridge import CATALOG
 from testkit.daemon_proc import clean_env
 from testkit.secret_scan import daemon_log_file
 from testkit.strategies import json_scalars as shared_json_scalars
 from testkit.strategies import json_values as shared_json_values
 
-pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(600)]
+# one module-scoped daemon: the file runs on one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(600), pytest.mark.xdist_group("argument_fuzz")]
 
 TOOLS = [u.listing() for u in CATALOG]
 """Every tool the daemon lists (all groups): chartgen's, ours and the agent tools."""

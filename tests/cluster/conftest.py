@@ -14,7 +14,7 @@ import pytest
 
 from cluster.lease import LEASE_MIGRATIONS
 from cluster.membership import MEMBER_MIGRATIONS
-from daemon.commands.cluster import CLUSTER_MIGRATIONS
+from daemon import CLUSTER_MIGRATIONS
 from storage import PostgresDatabase
 from testkit.nats import NatsServer, running_nats
 

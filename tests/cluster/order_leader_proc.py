@@ -10,7 +10,7 @@ import asyncio
 import signal
 import sys
 
-from brokers.binance.broker import BinanceBroker
+from brokers import BinanceBroker
 from cluster.order_leader import OrderLeader, run_leader
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
 from storage import PostgresDatabase

@@ -23,9 +23,8 @@ from cluster.bus import Bus
 from cluster.bus_prices import BusPrices, TickMessage
 from cluster.bus_streams import BusLimits
 from cluster.bus_subjects import market_subject
-from engine.market_data.quotes import QuoteSource
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
+from engine import QuoteSource
+from mcp_bridge import ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import mcp_client, start_daemon
 from testkit.nats import SMALL_BUS_LIMITS, NatsServer, nats_env

@@ -28,11 +28,9 @@ import numpy as np
 import pytest
 from mcp import Client
 
-from brokers.models import Actor
-from brokers.orders.args import OrderInputError
+from brokers import Actor, OrderInputError
 from cluster.account_mirror import AccountView
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from mcp_bridge import ADMIN, ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders

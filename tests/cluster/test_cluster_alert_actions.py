@@ -27,12 +27,9 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from alerts.actions import action_client_id
-from alerts.models import Subscription
-from alerts.pg_store import PgAlertStore
-from daemon.parts.cluster_actions import CHECKED_WHEN_FIRED
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
+from alerts import PgAlertStore, Subscription, action_client_id
+from daemon import CHECKED_WHEN_FIRED
+from mcp_bridge import ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders

@@ -15,11 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from brokers.halt_authority import HaltAuthority
-from brokers.models import Actor, OrderRequest
-from brokers.orders.args import OrderInputError
-from brokers.orders.brackets import exit_request
-from brokers.orders.checks import OrderRefused, SafetyLimits
+from brokers import Actor, HaltAuthority, OrderInputError, OrderRefused, OrderRequest, SafetyLimits, exit_request
 from cluster import bracket_exits
 from cluster.account_mirror import AccountView
 from cluster.front_orders import FrontOrders

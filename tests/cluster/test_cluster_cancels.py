@@ -27,10 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from brokers.binance.broker import BinanceBroker
-from brokers.models import Actor, OrderRejected, OrderRequest
-from brokers.orders.args import OrderInputError
-from brokers.orders.checks import SafetyLimits
+from brokers import Actor, BinanceBroker, OrderInputError, OrderRejected, OrderRequest, SafetyLimits
 from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
 from cluster.order_leader import OrderLeader, run_leader

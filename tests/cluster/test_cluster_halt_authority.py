@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from brokers.halt_authority import HaltAuthority, HaltRefused
-from brokers.models import OrderRequest
+from brokers import HaltAuthority, HaltRefused, OrderRequest
 from cluster.front_orders import FrontOrders
 from cluster.halt import HALT_MIGRATIONS, ClusterHalt, read_in
 from cluster.orders import INTENTS_CHANNEL

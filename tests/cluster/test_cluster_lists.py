@@ -17,10 +17,7 @@ from typing import Any
 
 import pytest
 
-from brokers.models import Actor, OrderRequest
-from brokers.orders.args import OrderInputError, parse_oco
-from brokers.orders.checks import OrderRefused, SafetyLimits
-from brokers.orders.lists import new_oco
+from brokers import Actor, OrderInputError, OrderRefused, OrderRequest, SafetyLimits, new_oco, parse_oco
 from cluster.account_mirror import AccountMirror, AccountView
 from cluster.front_orders import FrontOrders
 from cluster.list_intents import LIST_REQUEST_JSON

@@ -22,12 +22,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from brokers.models import Actor
-from brokers.schedules.pg_store import PgScheduleStore
-from brokers.schedules.service import ScheduleService
+from brokers import Actor, PgScheduleStore, ScheduleService
 from cluster.schedule_runs import CHECKED_AT_EACH_RUN, IntentRuns
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
+from mcp_bridge import ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 from testkit.leaders import leader_env, lease_holder, other_holder, start_leader, stop_leaders

@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from alerts.channels.messages import verify_signature
+from alerts import verify_signature
 from cluster.membership import Membership
 from storage import PostgresDatabase
 from testkit.channel_receivers import Receiver

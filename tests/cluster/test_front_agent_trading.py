@@ -26,8 +26,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from mcp_bridge import ADMIN, ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders

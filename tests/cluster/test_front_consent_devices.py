@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dashboard.device_cookies import DEVICE_COOKIE
+from dashboard import DEVICE_COOKIE
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc
 from testkit.oauth import PASSPHRASE

@@ -28,10 +28,8 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from dashboard.auth import COOKIE
-from dashboard.device_cookies import DEVICE_COOKIE
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from dashboard import COOKIE, DEVICE_COOKIE
+from mcp_bridge import ADMIN, ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, clean_env, mcp_client, start_fronts
 from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders

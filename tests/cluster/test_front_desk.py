@@ -24,19 +24,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.halt import TradingHalted
-from brokers.halt_authority import HaltAuthority
-from brokers.models import OrderRequest
-from brokers.orders.checks import LimitExceeded, OrderRefused, SafetyLimits
-from brokers.orders.trade_legs import place_leg
-from brokers.public_venue import PublicVenue
+from brokers import (
+    HaltAuthority,
+    LimitExceeded,
+    OrderRefused,
+    OrderRequest,
+    PublicVenue,
+    SafetyLimits,
+    TradingHalted,
+    place_leg,
+)
 from cluster.account_mirror import AccountView, guard_json, guard_of
 from cluster.front_desk import FrontLegs, FrontSimulation
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.symbol_directory import SymbolDirectory
+from engine import BinanceRest, SymbolDirectory
 from storage import PostgresDatabase
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]

@@ -20,10 +20,9 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from brokers.halt import HALTED_MESSAGE
-from dashboard.auth import COOKIE
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ADMIN, ALL_SCOPES
+from brokers import HALTED_MESSAGE
+from dashboard import COOKIE
+from mcp_bridge import ADMIN, ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_fronts
 from testkit.leaders import leader_env, lease_holder, start_leader, stop_leaders

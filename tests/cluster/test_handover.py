@@ -14,15 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.models import Alert
-from alerts.pg_changes import ALERTS_CHANNEL, AlertChange, parse_change
-from alerts.pg_schema import PG_MIGRATIONS
-from alerts.pg_store import PgAlertStore
+from alerts import ALERTS_CHANNEL, PG_MIGRATIONS, Alert, AlertChange, PgAlertStore, parse_change
 from cluster.marks import MARK_MIGRATIONS, MarketMarks
-from daemon.worker.handover import missed_by_closes, missed_by_trades
-from engine.bars import Bars
-from engine.market_data.binance_rest import BinanceRest
-from engine.market_data.trade_history import BinanceTradeHistory, TradePrint
+from daemon import missed_by_closes, missed_by_trades
+from engine import Bars, BinanceRest, BinanceTradeHistory, TradePrint
 from storage import Listener, PostgresDatabase
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]
@@ -182,7 +177,7 @@ class _FakeHistory:
 
 
 async def test_hand_over_checks_the_gap_after_the_mark_and_closes_once_the_window_is_synced() -> None:
-    from daemon.worker.handover import hand_over
+    from daemon import hand_over
 
     evaluator = _FakeEvaluator(first_tick_ms=200_000)
     history = _FakeHistory([TradePrint(50_000, 120.0), TradePrint(150_000, 106.0), TradePrint(190_000, 99.0)])

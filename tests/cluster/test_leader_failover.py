@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from brokers.halt import HALTED_MESSAGE
+from brokers import HALTED_MESSAGE
 from cluster.orders import lease_name
 from simulator import FEE
 from storage import PostgresDatabase

@@ -27,10 +27,8 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from alerts.models import Subscription
-from alerts.pg_store import PgAlertStore
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
+from alerts import PgAlertStore, Subscription
+from mcp_bridge import ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.daemon_proc import DaemonProc, mcp_client, start_fronts
 from testkit.nats import NatsServer, nats_env

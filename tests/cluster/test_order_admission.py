@@ -14,11 +14,15 @@ from typing import Any
 
 import pytest
 
-from brokers.halt import HALTED_MESSAGE
-from brokers.halt_authority import HaltAuthority
-from brokers.models import OrderRejected, OrderRequest
-from brokers.orders.args import OrderInputError
-from brokers.orders.checks import OrderRefused, SafetyLimits
+from brokers import (
+    HALTED_MESSAGE,
+    HaltAuthority,
+    OrderInputError,
+    OrderRefused,
+    OrderRejected,
+    OrderRequest,
+    SafetyLimits,
+)
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt
 from cluster.order_leader import OrderLeader, run_leader

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from brokers.binance.broker import BinanceBroker
-from brokers.models import OrderRequest
+from brokers import BinanceBroker, OrderRequest
 from cluster.order_leader import ORDER_PATH_MIGRATIONS, OrderLeader, run_leader
 from cluster.orders import Answer, OrderIntents, lease_name
 from simulator import DEFAULT_API_KEY, DEFAULT_API_SECRET
@@ -211,7 +210,7 @@ async def test_an_order_signed_before_a_pause_is_refused_as_stale(sim: Any) -> N
     """What closes the gap between the lease check and the request leaving: the order carries the
     time of the check, and the exchange refuses it once that is older than recvWindow — not
     re-signed with a fresh time (the broker's usual -1021 retry)."""
-    from brokers.models import OrderRejected
+    from brokers import OrderRejected
 
     broker = await leader_broker(sim)
     try:

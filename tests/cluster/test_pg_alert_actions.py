@@ -1,5 +1,5 @@
-"""Alert actions on PostgreSQL (alerts/pg_actions.py, daemon/parts/cluster_actions.py), against a real
-server: the order intent is recorded in the firing transaction — present exactly when the alert
+"""Alert actions on PostgreSQL (alerts/pg_actions.py, pg_action_outcomes.py, daemon/parts/cluster_actions.py),
+against a real server: the order intent is recorded in the firing transaction — present exactly when the alert
 fired (a rolled-back firing leaves neither), a refusal inside it leaves the firing and no intent —;
 the pushed frame waits for the outcome and then takes the principal's next number, after frames
 fired meanwhile; settling twice (two workers at once) queues one frame and one announcement; an
@@ -16,15 +16,20 @@ from typing import Any
 import orjson
 import pytest
 
-from alerts.action_runner import ActionRunner
-from alerts.actions import ActionRefused, action_client_id
-from alerts.models import Alert, Firing, Subscription
-from alerts.pg_actions import PgActionOutcomes
-from alerts.pg_store import PgAlertStore
-from alerts.push import PushHub
-from brokers.models import ExchangeOrder
+from alerts import (
+    ActionRefused,
+    ActionRunner,
+    Alert,
+    Firing,
+    PgActionOutcomes,
+    PgAlertStore,
+    PushHub,
+    Subscription,
+    action_client_id,
+)
+from brokers import ExchangeOrder
 from cluster.orders import ORDER_JSON, OrderIntents
-from daemon.parts.cluster_actions import ClusterActionExecutor
+from daemon import ClusterActionExecutor
 from storage import PostgresDatabase
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcp_bridge.journal_store import EventFilter, Journal
-from mcp_bridge.pg_journal import PgJournalStore
-from mcp_bridge.server import ToolRouter
+from mcp_bridge import EventFilter, Journal, PgJournalStore, ToolRouter
 from storage import PostgresDatabase
 from tests.mcp_bridge.test_journal_tools import (  # noqa: F401 - collected here with the PostgreSQL store
     BLOB,

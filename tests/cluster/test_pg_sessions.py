@@ -12,11 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import pg_sessions
+from dashboard import (
+    MIGRATIONS,
+    PG_SESSION_MIGRATIONS,
+    TOUCH_EVERY_S,
+    PgSessionStore,
+    Session,
+    Sessions,
+    SessionStore,
+    device_of,
+    issue_device_cookie,
+    pg_sessions,
+)
 from dashboard import sessions as sqlite_sessions
-from dashboard.device_cookies import device_of, issue_device_cookie
-from dashboard.pg_sessions import PG_SESSION_MIGRATIONS, PgSessionStore
-from dashboard.sessions import MIGRATIONS, TOUCH_EVERY_S, Session, Sessions, SessionStore
 from storage import Database, PostgresDatabase, StorageUnavailable
 
 pytestmark = [pytest.mark.servers, pytest.mark.process]

@@ -20,19 +20,20 @@ from typing import Any
 
 import pytest
 
-from alerts.models import Alert
-from alerts.store import alert_row
-from brokers.halt_authority import HaltAuthority
-from brokers.models import OrderRequest
-from brokers.pg_suspensions import PgSuspensionStore
-from brokers.suspensions import REVOKED_MESSAGE, SUSPENDED_MESSAGE, SuspensionService
+from alerts import Alert, alert_row
+from brokers import (
+    REVOKED_MESSAGE,
+    SUSPENDED_MESSAGE,
+    HaltAuthority,
+    OrderRequest,
+    PgSuspensionStore,
+    SuspensionService,
+)
 from cluster.front_orders import FrontOrders
 from cluster.halt import ClusterHalt, PendingCancels, PrincipalCancels, cancel_scope_in, read_in
 from cluster.order_leader import OrderLeader, run_leader
 from cluster.orders import INTENTS_CHANNEL, OrderIntents
-from mcp_bridge.oauth.pg_store import PgOAuthStore
-from mcp_bridge.oauth.store import RefreshRow
-from mcp_bridge.pg_tokens import PgTokenStore
+from mcp_bridge import PgOAuthStore, PgTokenStore, RefreshRow
 from storage import PostgresDatabase
 from testkit.daemon_proc import clean_env
 from testkit.workers import real_clock_simulator

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from cluster.bus import Bus
 from cluster.bus_streams import NOTIFY_STREAM, BusLimits
 from config import load_settings
-from daemon.parts.push_bus import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
+from daemon import BusPushListener, BusSettingsError, PushAnnouncer, connect_bus
 from storage import PostgresDatabase
 from testkit.daemon_proc import clean_env
 from testkit.nats import SMALL_BUS_LIMITS, NatsServer, nats_server_binary

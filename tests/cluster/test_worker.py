@@ -25,8 +25,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from alerts.models import Alert
-from alerts.pg_store import PgAlertStore
+from alerts import Alert, PgAlertStore
 from storage import PostgresDatabase
 from testkit.channel_receivers import Receiver
 from testkit.workers import Workers, real_clock_simulator, until, window_problems

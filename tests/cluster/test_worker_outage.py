@@ -31,11 +31,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from alerts.models import Alert, Subscription
-from alerts.pg_store import PgAlertStore
-from daemon.commands.cluster import CLUSTER_MIGRATIONS
-from mcp_bridge.pg_tokens import PgTokenStore
-from mcp_bridge.scopes import ALL_SCOPES
+from alerts import Alert, PgAlertStore, Subscription
+from daemon import CLUSTER_MIGRATIONS
+from mcp_bridge import ALL_SCOPES, PgTokenStore
 from storage import PostgresDatabase
 from testkit.channel_receivers import Receiver
 from testkit.daemon_proc import DaemonProc, start_daemon

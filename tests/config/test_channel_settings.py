@@ -9,8 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from config.channels import NtfyChannel, TelegramChannel, WebhookChannel
-from config.settings import load_settings
-from daemon.commands.cli import settings_problems
+from config.settings import load_settings, settings_problems
 
 GOOD = """
 notify_all_channels = ["ops"]

@@ -10,7 +10,7 @@ import pytest
 
 import config.private_files
 from config import load_settings
-from daemon.database import open_database
+from daemon import open_database
 
 
 class _Recorder:

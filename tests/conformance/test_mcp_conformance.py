@@ -26,13 +26,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mcp_bridge.tools.catalog import TOOL_NAMES
+from mcp_bridge import TOOL_NAMES
 from testkit.bearer_proxy import BearerProxy
 from testkit.daemon_proc import DaemonProc, clean_env, start_daemon
 from testkit.external import node_tool
 
 # one daemon for the whole module: its start-up (simulator, warm-up) dominates otherwise
-pytestmark = [pytest.mark.process, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.timeout(300),
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.xdist_group("conformance"),  # one module-scoped daemon: the whole file on one xdist worker
+]
 
 SCENARIOS = [
     "server-initialize",

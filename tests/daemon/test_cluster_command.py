@@ -13,15 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-from alerts.models import Alert
-from alerts.outbox_store import OutboxRow
-from alerts.pg_outbox import PgOutboxStore
-from alerts.pg_outbox import enqueue as enqueue_outbox
-from alerts.pg_store import PgAlertStore
-from brokers.models import OrderRequest
-from cluster.lease import Leases
-from cluster.membership import Membership, owner_of
-from cluster.orders import OrderIntents
+from alerts import Alert, OutboxRow, PgAlertStore, PgOutboxStore
+from alerts import enqueue as enqueue_outbox
+from brokers import OrderRequest
+from cluster import Leases, Membership, OrderIntents, owner_of
 from storage import PostgresDatabase
 from testkit.nginx import free_port
 from tests.daemon.test_cli_state_options import chartgen

@@ -19,11 +19,7 @@ import pytest
 from config import load_settings
 from daemon.parts.engine import engine_config
 from daemon.single.modes import announce_not_ready, daemon_readiness, daemon_status, status_line
-from engine.feed.health import REFUSED_HINT
-from engine.feed.stream_manager import StreamManager
-from engine.feed.stream_settings import StreamSettings
-from engine.live import EngineConfig, LiveEngine
-from engine.market_data.binance_rest import BinanceRest
+from engine import REFUSED_HINT, BinanceRest, EngineConfig, LiveEngine, StreamManager, StreamSettings
 from simulator import RESTRICTED_LOCATION_MSG, start_simulator
 from testkit.daemon_proc import start_daemon
 from tests.engine.test_refused_location import until

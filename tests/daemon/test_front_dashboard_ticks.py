@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.bus_prices import BusPrices, TickMessage
+from cluster import BusPrices, TickMessage
 from daemon.front.dashboard import FrontPages
-from engine.events import Tick
+from engine import Tick
 
 
 def test_a_tick_goes_to_each_open_page_on_every_followed_interval_of_its_symbol() -> None:

@@ -12,8 +12,7 @@ import pytest
 from mcp.server.lowlevel import Server
 from starlette.testclient import TestClient
 
-from mcp_bridge.http_app import build_http_app
-from mcp_bridge.identity import Caller
+from mcp_bridge import Caller, build_http_app
 from testkit.daemon_proc import DaemonProc, mcp_client, start_daemon
 
 

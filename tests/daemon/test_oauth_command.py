@@ -10,8 +10,7 @@ import pytest
 
 from config import Settings
 from daemon.database import open_database
-from mcp_bridge.oauth.store import AccessRow, OAuthStore, RefreshRow
-from mcp_bridge.tokens import TokenStore
+from mcp_bridge import AccessRow, OAuthStore, RefreshRow, TokenStore
 from tests.daemon.test_cli_state_options import chartgen
 
 pytestmark = pytest.mark.process

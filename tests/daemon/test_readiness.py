@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from brokers.models import BrokerError
+from brokers import BrokerError
 from daemon.parts.orders import _reconcile, broker_readiness
 from daemon.single.modes import daemon_readiness, status_line
 

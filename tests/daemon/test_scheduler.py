@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from brokers.schedules.service import client_id
+from brokers import client_id
 from daemon.scheduler import DaemonScheduler
 from testkit.daemon_proc import DaemonProc, mcp_client, running_daemon
 from tests.brokers.test_schedules import BUY, rig_on

@@ -12,9 +12,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from engine.indicators.registry import parse_requests
-from engine.indicators.runner import compute_sync
-from engine.market_data.binance_rest import rows_to_bars
+from engine import compute_sync, parse_requests, rows_to_bars
 from testkit.daemon_proc import mcp_client, start_daemon
 
 pytestmark = pytest.mark.process

@@ -110,7 +110,7 @@ async def test_status_surfaces_show_a_halt_first_and_stay_ready() -> None:
     from types import SimpleNamespace
     from typing import Any
 
-    from brokers.halt import HaltState
+    from brokers import HaltState
     from daemon.metrics import DaemonMetrics
     from daemon.single.modes import daemon_readiness, daemon_status, status_line
 
@@ -123,7 +123,7 @@ async def test_status_surfaces_show_a_halt_first_and_stay_ready() -> None:
         def status(self) -> dict[str, Any]:
             return {}
 
-    from brokers.halt_switch import HaltSwitch
+    from brokers import HaltSwitch
 
     switch = HaltSwitch(None, None)  # type: ignore[arg-type]
     switch.state = HaltState(True, "exchange incident", "cli:op", 1_800_000_000.0)

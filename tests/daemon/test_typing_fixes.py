@@ -16,10 +16,7 @@ from typing import Any
 
 import pytest
 
-from alerts.models import Alert, Firing, Subscription
-from alerts.pg_store import PG_MIGRATIONS, PgAlertStore
-from alerts.repository import AlertRepository
-from alerts.store import AlertStore, QueueLimits
+from alerts import PG_MIGRATIONS, Alert, AlertRepository, AlertStore, Firing, PgAlertStore, QueueLimits, Subscription
 from daemon.database import ALL_MIGRATIONS
 from daemon.metrics import DaemonMetrics
 from storage import Database, PostgresDatabase, StorageUnavailable

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from dashboard.sessions import SessionStore
 from storage import Database
 from testkit.daemon_proc import DaemonProc, create_token, start_daemon

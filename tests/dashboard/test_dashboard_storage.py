@@ -11,8 +11,7 @@ from starlette.applications import Starlette
 
 from dashboard.deps import DashboardDeps
 from dashboard.routes import dashboard_routes
-from mcp_bridge.rebinding import security_settings
-from mcp_bridge.tools import Services
+from mcp_bridge import Services, security_settings
 from storage import StorageUnavailable
 
 WHY = "PostgreSQL at db:5432 unreachable: session not checked"

@@ -25,12 +25,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 from starlette.applications import Starlette
 
-from brokers.halt import HALTED_MESSAGE, HaltState
+from brokers import HALTED_MESSAGE, HaltState
 from dashboard.deps import DashboardDeps
 from dashboard.routes import dashboard_routes
 from dashboard.sessions import Session
-from mcp_bridge.rebinding import security_settings
-from mcp_bridge.tools import Services
+from mcp_bridge import Services, security_settings
 from storage import StorageUnavailable
 from testkit.daemon_proc import DaemonProc, create_token, mcp_client, start_daemon
 from testkit.external import chromium

@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.device_cookies import device_of, issue_device_cookie
 from dashboard.sessions import MIGRATIONS, SessionStore, SignInState, end_every_sign_in
-from mcp_bridge.oauth.attempts import PassphraseAttempts, TooManyAttempts
+from mcp_bridge import PassphraseAttempts, TooManyAttempts
 from storage import Database
 
 

@@ -152,7 +152,7 @@ async def test_ccxt_binance_class_keeps_windows_equal_to_the_exchange() -> None:
 async def test_the_daemon_runs_its_engine_on_a_ccxt_exchange_from_settings(tmp_path: Any) -> None:
     """``exchange = "binanceus"`` (a ccxt.pro id) with URL overrides: the engine's windows and its catalogue."""
     from config import load_settings
-    from daemon.parts.engine import running_engine
+    from daemon import running_engine
 
     async with started(SYMBOLS) as running, aiohttp.ClientSession() as ctl:
         sim = Sim(ctl, running.url)

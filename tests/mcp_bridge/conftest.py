@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from daemon.http_server import serving as serve_app
-from engine.charts.service import ChartService
+from daemon import serving as serve_app
+from engine import ChartService
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.server import build_server
 from mcp_bridge.tools import Services

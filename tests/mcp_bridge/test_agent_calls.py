@@ -9,13 +9,8 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from brokers.halt import TradingHalted
-from brokers.models import BrokerError
-from brokers.orders.guard import LimitExceeded
-from brokers.orders.service import OrderInputError
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
-from engine.market_data.errors import MarketDataError, RateLimited
+from brokers import BrokerError, LimitExceeded, OrderInputError, TradingHalted
+from engine import ChartService, InlineRenderer, MarketDataError, RateLimited
 from mcp_bridge.errors import ToolError
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.agent_calls import (

@@ -13,8 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
+from engine import ChartService, InlineRenderer
 from mcp_bridge.scopes import ALL_SCOPES
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from engine.charts.service import ChartService
-from engine.indicators.registry import all_indicators
+from engine import ChartService, all_indicators
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.chart_validation import parse_chart, validate

@@ -21,16 +21,18 @@ from pydantic import AnyUrl
 from starlette.applications import Starlette
 from starlette.responses import Response
 
-from daemon.database import ALL_MIGRATIONS
-from daemon.http_server import serving as serve_app
-from dashboard.device_cookies import (
+from daemon import ALL_MIGRATIONS
+from daemon import serving as serve_app
+from dashboard import (
     DEVICE_COOKIE,
     DeviceCookieJar,
+    SessionStore,
+    SignInState,
     device_of,
+    end_every_sign_in,
     issue_device_cookie,
     set_device_cookie,
 )
-from dashboard.sessions import SessionStore, SignInState, end_every_sign_in
 from mcp_bridge.oauth.attempts import PassphraseAttempts
 from mcp_bridge.oauth.passphrase import hash_passphrase
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider

@@ -14,11 +14,7 @@ import ccxt.pro as ccxtpro
 import pytest
 from aiohttp import web
 
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
-from engine.feed.ccxt_feed import build_pro_exchange
-from engine.market_data.source import MarketData
-from engine.market_data.symbol_search import SymbolSearch
+from engine import ChartService, InlineRenderer, MarketData, SymbolSearch, build_pro_exchange
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 from mcp_bridge.tools.agent_calls import RESULT_CACHE

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from alerts.push import PushHub
-from daemon.http_server import serving as serve_app
+from alerts import PushHub
+from daemon import serving as serve_app
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.identity import Caller
 from mcp_bridge.server import build_server

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
+from engine import ChartService, InlineRenderer
 from mcp_bridge.journal_store import MIGRATIONS, EventFilter, Journal, JournalLimits, JournalStore, event_size
 from mcp_bridge.scopes import ALERTS, CHARTS
 from mcp_bridge.server import ToolRouter

@@ -18,8 +18,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.market_data.history import period_start
-from engine.market_data.source import MarketData
+from engine import MarketData, period_start
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import market as market_tools
 from mcp_bridge.tools.agent_calls import RESULT_CACHE

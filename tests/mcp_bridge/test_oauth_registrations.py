@@ -12,7 +12,7 @@ from mcp.server.auth.provider import AuthorizationParams
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
 
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import TokenStore

@@ -17,8 +17,8 @@ from mcp.server.auth.provider import AuthorizationParams
 from pydantic import AnyUrl
 from starlette.applications import Starlette
 
-from daemon.database import ALL_MIGRATIONS
-from daemon.http_server import serving as serve_app
+from daemon import ALL_MIGRATIONS
+from daemon import serving as serve_app
 from mcp_bridge.oauth.attempts import PassphraseAttempts, TooManyAttempts
 from mcp_bridge.oauth.passphrase import hash_passphrase
 from mcp_bridge.oauth.provider import ChartgenOAuthProvider

@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine.charts.service import ChartService
+from engine import ChartService
 from mcp_bridge.prompts import Holding, PromptCredentialsError, PromptRateLimited, Quote
 from mcp_bridge.server import build_server
 from mcp_bridge.tools import Services

@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
-from engine.bars import Bars
-from engine.charts import jobs as chart_jobs
-from engine.charts import series as chart_series
-from engine.charts import service as chart_service
-from engine.charts.gate import RenderGate
-from engine.charts.jobs import ChartJob, ChartJobOutput
-from engine.charts.pool import ProcessPoolRenderer
-from engine.charts.service import ChartService
-from engine.sample_data import sample_bars
+from engine import (
+    Bars,
+    ChartJob,
+    ChartJobOutput,
+    ChartService,
+    ProcessPoolRenderer,
+    RenderGate,
+    sample_bars,
+    series_payload,
+)
 from mcp_bridge.identity import current_principal
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
@@ -147,9 +148,9 @@ async def test_series_payloads_are_built_off_the_event_loop(
         calls.append(threading.get_ident())
         return original(*args, **kwargs)
 
-    original = chart_series.series_payload
-    for module in (chart_series, chart_service, chart_jobs):
-        monkeypatch.setattr(module, "series_payload", probe, raising=False)
+    original = series_payload
+    for module in ("engine.charts.series", "engine.charts.service", "engine.charts.jobs"):
+        monkeypatch.setattr(f"{module}.series_payload", probe, raising=False)
     router = ToolRouter(Services(charts=ChartService(None, pool)))
     result = await router.call("generate_chart", {"bars": 5000, "format": "series"}, "A")
     assert not result.is_error, result.content[0].text

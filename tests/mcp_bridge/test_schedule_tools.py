@@ -13,10 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.models import BrokerError
-from brokers.orders.checks import SafetyLimits
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
+from brokers import BrokerError, SafetyLimits
+from engine import ChartService, InlineRenderer
 from mcp_bridge.scopes import TOOL_SCOPES, TRADE
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tool_specs import TOOLS

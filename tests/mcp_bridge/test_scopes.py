@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.http_server import serving as serve_app
-from daemon.single.modes import token_authenticator
+from daemon import serving as serve_app
+from daemon import token_authenticator
 from mcp_bridge.http_app import build_http_app
 from mcp_bridge.scopes import (
     ADMIN,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.database import ALL_MIGRATIONS
+from daemon import ALL_MIGRATIONS
 from mcp_bridge.oauth.store import MIGRATIONS as OAUTH_MIGRATIONS
 from mcp_bridge.oauth.store import OAuthStore
 from mcp_bridge.tokens import MIGRATIONS as TOKEN_MIGRATIONS

@@ -70,8 +70,7 @@ def test_tool_groups_choose_what_is_offered_keeping_the_order(groups: tuple[str,
 
 
 async def test_a_tool_outside_the_configured_groups_is_neither_listed_nor_callable() -> None:
-    from engine.charts.pool import InlineRenderer
-    from engine.charts.service import ChartService
+    from engine import ChartService, InlineRenderer
     from mcp_bridge.server import ToolRouter
     from mcp_bridge.tools import Services
     from mcp_bridge.tools.context import AgentSettings

@@ -8,9 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from brokers.models import Actor
-from engine.charts.pool import InlineRenderer
-from engine.charts.service import ChartService
+from brokers import Actor
+from engine import ChartService, InlineRenderer
 from mcp_bridge.server import ToolRouter
 from mcp_bridge.tools import Services
 

@@ -174,7 +174,7 @@ def reference_base_log(path: PricePath, t_ms: np.ndarray) -> np.ndarray:
     """The path's noise as first written: octave by octave, integer cell arithmetic, instant by instant."""
     t = t_ms.ravel()
     out = np.zeros(t.shape, dtype=np.float64)
-    for (step, amp), key in zip(_OCTAVES, path._keys, strict=True):
+    for (step, amp), key in zip(_OCTAVES, path.octave_keys, strict=True):
         i0 = np.floor_divide(t, step)
         frac = (t - i0 * step) / step
         g0, g1 = _gauss(key, i0), _gauss(key, i0 + 1)

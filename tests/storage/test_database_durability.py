@@ -12,8 +12,7 @@ import uuid
 
 import pytest
 
-from alerts.models import Alert, Firing, Subscription
-from alerts.store import AlertStore
+from alerts import Alert, AlertStore, Firing, Subscription
 from storage.sqlite import Database
 
 NORMAL, FULL = 1, 2

@@ -8,9 +8,7 @@ import pytest
 
 from engine.charts.chart_docs import KINDS, documentation, family_of, indicator_doc
 from engine.indicators.registry import all_indicators, resolve
-from mcp_bridge.tools.chart_config import surface
-from mcp_bridge.tools.chart_validation import validate
-from mcp_bridge.tools.charting import FORMATS, MAX_INDICATORS
+from mcp_bridge import FORMATS, MAX_INDICATORS, surface, validate
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 FAMILIES = {"Volume", "Volatility", "Momentum", "Trend", "Support/Resistance", "Sentiment", "Derivatives", None}

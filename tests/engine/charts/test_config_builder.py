@@ -15,9 +15,7 @@ from engine.charts.config_builder import DEFAULT_BARS, DEFAULT_INTERVAL, DEFAULT
 from engine.charts.config_vocabulary import EMA_STACK_LENGTHS, EXAMPLE_PHRASES, INDICATOR_CAPS, INDICATOR_PHRASES
 from engine.charts.service import ChartService
 from engine.indicators.registry import lookup, resolve
-from mcp_bridge.tool_specs import wire
-from mcp_bridge.tools.chart_validation import parse_chart, validate
-from mcp_bridge.tools.charting import chart_request
+from mcp_bridge import chart_request, parse_chart, validate, wire
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 W, H = DEFAULT_SIZE

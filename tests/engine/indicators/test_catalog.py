@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.indicators.registry import all_indicators, list_indicators_payload, lookup, parse_requests
+from engine.indicators.registry import all_indicators, emitters, list_indicators_payload, lookup, parse_requests
 from engine.indicators.runner import compute_requests
 from engine.sample_data import sample_bars
-from engine.signals import SIGNAL_LABELS, emitters
+from engine.signals import SIGNAL_LABELS
 
 ALIASES = {
     "ema": "ema_stack",

@@ -31,6 +31,7 @@ from engine.indicators.base import ComputeContext
 from engine.indicators.newest import from_result
 from engine.indicators.registry import IndicatorRequest, all_indicators, lookup
 from engine.windows import RollingWindow
+from testkit.lanes import stretch
 from tests.engine.indicators.test_newest import rough_bars
 
 WITH_STATE = sorted(d.name for d in all_indicators() if d.incremental is not None)
@@ -109,13 +110,15 @@ def _defaults() -> list[IndicatorRequest]:
 
 
 def test_incremental_state_equals_full_recompute_on_10000_rough_bars() -> None:
-    steps, seeds = drive(_defaults(), rough_bars(10_000, seed=23), 10_000, np.random.default_rng(4))
-    assert steps > 15_000 and seeds > 50
+    n = stretch(10_000, 3_000)  # the quick lane's stretch (testkit/lanes.py)
+    steps, seeds = drive(_defaults(), rough_bars(n, seed=23), 10_000, np.random.default_rng(4))
+    assert steps > 1.5 * n and seeds > n // 200
 
 
 def test_in_a_sliding_1000_bar_window_too_with_the_default_lengths() -> None:
-    steps, seeds = drive(_defaults(), rough_bars(6_000, seed=31), 1000, np.random.default_rng(8))
-    assert steps > 10_000 and seeds > 20
+    n = stretch(6_000, 2_500)
+    steps, seeds = drive(_defaults(), rough_bars(n, seed=31), 1000, np.random.default_rng(8))
+    assert steps > 1.66 * n and seeds > n // 300
 
 
 @settings(max_examples=15, deadline=None)
