@@ -33,30 +33,26 @@ run: $(STAMP)
 
 # The test lanes select by the markers each test file declares (pytestmark; pyproject.toml lists them):
 # `make test-fast`: every test that starts no process (no daemon, PostgreSQL, nats-server, nginx,
-# Chromium, node …), the quick lane (target 60 s on 2 cores, issue 37; it took 106–108 s idle at 188 s of
-# CPU; now 131–153 s of CPU, timed only on a machine shared at load 5–9 (200–346 s wall there), so by
-# the CPU ratio about 70–80 s idle, not measured: the target is still open);
-# `make test`: every test not marked slow (the
-# chaos and crash suites, other long daemon runs and the 10,000-bar indicator check) or servers (the
-# storage and cluster suites that start PostgreSQL or nats-server); `make test-servers`: the servers
-# ones not slow; `make chaos`: the slow ones; `make test-all`: the last three, as CI runs them (.ci/run).
-# -n 4 --dist loadgroup (pytest-xdist) in `make test` and `make test-servers`: the process tests mostly
-# wait on their daemons, so four workers on 2 cores beat two (make test's process tests: 33 min in one
-# process, 16 min on four, both under a shared load of 6–9).  A file whose tests share one
-# module-scoped daemon or server marks itself `pytest.mark.xdist_group` and runs on one worker, in
+# Chromium, node …), the quick lane; `make test`: every test not marked slow (the chaos and crash
+# suites, other long daemon runs, the 10,000-bar check of every indicator's per-bar path) or servers
+# (the storage and cluster suites that start PostgreSQL or nats-server); `make test-servers`: the
+# servers ones not slow; `make chaos`: the slow ones; `make test-all`: the last three, as CI runs them.
+# -n 4 --dist loadgroup (pytest-xdist): the process tests mostly wait on their daemons, so four workers
+# on 2 cores beat two (make test's process tests: 33 min in one process, 16 min on four, under the same
+# shared load; make chaos: 19 min serial in the last CI, 11.3 min on four).  A file whose tests share
+# one module-scoped daemon or server marks itself `pytest.mark.xdist_group` and runs on one worker, in
 # order.  Session fixtures (PostgreSQL) are per worker; testkit.nginx.free_port gives each worker its
-# own block of ports.  `make chaos` stays in one process until its timing-bound failover suites are
-# checked under xdist (issue 37).
+# own block of ports.  Figures per lane: docs/development.md.
 XDIST := -n 4 --dist loadgroup
 
 test: $(STAMP) $(NODE_TOOLS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow and not servers"
 
-# -n 2 (pytest-xdist): on 2 cores the lane takes about half the time it takes in one process.
-# HYPOTHESIS_PROFILE=fast (tests/conftest.py): property tests run a fifth of their examples here, all
-# of them in `make test` and CI; CHARTGEN_QUICK_LANE=1 (testkit/lanes.py): the few long-data checks run
-# a shorter stretch of bars here, the whole one in `make test`.  PYTHONDONTWRITEBYTECODE is cleared so each worker's import of the
-# tree (~10 s of its time when compiled afresh) reads cached bytecode from the second run on.
+# -n 4 here too: 70 s against 101 s with -n 2 (same hour, machine otherwise idle; issue 37's target
+# is 60 s).  HYPOTHESIS_PROFILE=fast (tests/conftest.py): property tests run a fifth of their examples
+# here, all of them in `make test` and CI; CHARTGEN_QUICK_LANE=1 (testkit/lanes.py): the few long-data
+# checks run a shorter stretch of bars here, the whole one in `make test`.  PYTHONDONTWRITEBYTECODE is
+# cleared so that the workers read cached bytecode from the second run on.
 test-fast: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=fast CHARTGEN_QUICK_LANE=1 \
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 4 -m "not slow and not servers and not process"
@@ -65,7 +61,7 @@ test-servers: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) -m "servers and not slow"
 
 chaos: $(STAMP) $(NODE_TOOLS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) -m slow
 
 test-all: test test-servers chaos
 

@@ -16,7 +16,8 @@ from typing import Protocol
 from brokers.filters import SymbolRules
 from brokers.models import Balance, ExchangeList, ExchangeOrder, Fill, ListRequest, OrderRequest
 
-ExecutionHandler = Callable[[ExchangeOrder], Awaitable[None]]
+ExecutionHandler = Callable[[ExchangeOrder], Awaitable[object]]
+"""Where a broker hands each order update; what it returns is the caller's (the order service returns the row)."""
 ListHandler = Callable[[ExchangeList], Awaitable[None]]
 
 

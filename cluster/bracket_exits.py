@@ -97,7 +97,7 @@ async def exit_view(intents: OrderIntents, account: str, exit_oco: ListRequest, 
         if row is None:
             row = await db.fetchrow(read, list_id)
     state = "void" if row is None else row["state"]
-    if state == "placed":  # the legs as sent: sized to what the entry acquired
+    if row is not None and state == "placed":  # the legs as sent: sized to what the entry acquired
         sent = LIST_REQUEST_JSON.validate_json(row["request"])
         return {**list_intents.list_result(answer_of(row), sent), "state": "placed"}
     view: dict[str, Any] = {"list_id": list_id, "kind": exit_oco.kind, "state": state}

@@ -155,6 +155,7 @@ async def request_cancel(
             break
         if await intents.withdraw(order_id, "order cancelled (cancel_order) before it was sent; nothing was sent"):
             return {"ok": True}
+    assert row is not None  # each round above either returned, raised or read a row
     state = row["state"]
     if state == "void":
         raise OrderInputError("invalid transition: Void \u2192 Cancelled")
@@ -191,8 +192,8 @@ async def request_cancel(
         )
         return found
 
-    done = await intents.wait_for(answer_key(order_id), outcome, answer_wait_s)
-    if done is None:
+    carried = await intents.wait_for(answer_key(order_id), outcome, answer_wait_s)
+    if carried is None:
         return {
             "ok": False,
             "status": "Pending",
@@ -200,8 +201,8 @@ async def request_cancel(
             "note": f"the cancel is recorded but the order leader has not carried it out within {answer_wait_s:g} s"
             " (chartgen cluster status shows the leader); it will, and get_orders shows the outcome",
         }
-    if done["state"] == "failed":
-        raise OrderRejected(orjson.loads(done["answer"])["error"])
+    if carried["state"] == "failed":
+        raise OrderRejected(orjson.loads(carried["answer"])["error"])
     return {"ok": True, "list_id": order_id} if row["kind"] == "list" else {"ok": True}
 
 

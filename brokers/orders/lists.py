@@ -50,7 +50,7 @@ log = structlog.get_logger(__name__)
 
 def list_kinds(broker: Any) -> frozenset[str]:
     """The order lists a broker places natively (none when it does not say: fail closed)."""
-    kinds = getattr(broker, "list_kinds", frozenset())
+    kinds: object = getattr(broker, "list_kinds", frozenset())
     return frozenset(kinds) if isinstance(kinds, (set, frozenset)) else frozenset()
 
 
@@ -168,7 +168,7 @@ class OrderLists:
             self.svc.store, self.store, [leg.client_order_id for leg, _ in legs], clock=self.svc.now,
             apply=self.on_list_update, rearm_rate_limited=rearm_rate_limited,
         )  # fmt: skip
-        place = self.svc.broker.place_list  # type: ignore[attr-defined]
+        place = self.svc.broker.place_list
         self._in_flight.add(req.list_client_id)
         try:
             sent = await send_once(req.list_client_id, lambda: place(req), answers, contain_failures=False)
@@ -237,7 +237,7 @@ class OrderLists:
             )
         if row.status not in LIVE_LIST_STATUSES:
             raise OrderInputError(f"invalid transition: {_list_state(row.status)} \u2192 Cancelled")
-        result = await self.svc.broker.cancel_list(row.symbol, row.list_client_id)  # type: ignore[attr-defined]
+        result = await self.svc.broker.cancel_list(row.symbol, row.list_client_id)
         await self.on_list_update(result)
         return {"ok": True, "list_id": row.list_client_id}
 
@@ -250,7 +250,7 @@ class OrderLists:
         now = self.svc.now()
         open_ids: set[str] = set()
         learned = 0
-        for lst in await self.svc.broker.open_lists():  # type: ignore[attr-defined]
+        for lst in await self.svc.broker.open_lists():
             open_ids.add(lst.list_client_id)
             learned += await self.store.learn(self.svc.broker.name, lst, now)
         settlement = SqliteListSettlement(

@@ -26,7 +26,11 @@ from testkit.channel_receivers import Receiver, channel_table
 from testkit.daemon_proc import DaemonProc, clean_env, create_token, mcp_client
 from testkit.sim_daemon import post_price, sim_env, start_on_sim, tool_json
 
-pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.process,
+    pytest.mark.timeout(600),
+]  # 20 daemon starts: under `make chaos`'s four workers a start takes several seconds
 BASE = 70_000.0
 STEP = 10.0
 
