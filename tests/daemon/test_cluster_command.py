@@ -85,7 +85,9 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     finally:
         await db.close()
 
-    code, out, err = await chartgen("cluster", "status", "--json", "--postgres-dsn", dsn)
+    # --liveness 30: the heartbeats above stay fresh however long this `chartgen` takes to start under
+    # load (four test workers on two cores); worker@gone's is a minute old either way
+    code, out, err = await chartgen("cluster", "status", "--json", "--liveness", "30", "--postgres-dsn", dsn)
     assert code == 0, err
     status = orjson.loads(out)
     live = {m["id"]: m["live"] for m in status["members"]}
@@ -101,7 +103,7 @@ async def test_migrate_then_status_shows_what_the_cluster_state_holds(postgres: 
     assert status["channels"]["ops"]["pending"] == 2 and status["channels"]["ops"]["delivered"] == 1
     assert status["channels"]["ops"]["oldest_pending_s"] >= 39 and status["channels"]["phone"]["pending"] == 1
 
-    code, out, err = await chartgen("cluster", "status", "--postgres-dsn", dsn)
+    code, out, err = await chartgen("cluster", "status", "--liveness", "30", "--postgres-dsn", dsn)
     assert code == 0, err
     assert "orders/main  holder worker@a  token 1" in out and "worker@gone" in out and "dead" in out
     assert "alert actions waiting for the order leader's answer: 1 (oldest" in out
