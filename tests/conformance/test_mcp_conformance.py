@@ -154,7 +154,10 @@ async def test_inspector_cli_over_http(daemon: DaemonProc, tmp_path: Path) -> No
 
 
 async def test_inspector_cli_over_stdio(tmp_path: Path) -> None:
-    chartgen = [sys.executable, "-m", "daemon", "--mcp", "--log-level", "error", "--data-dir", str(tmp_path / "d")]
+    # the Inspector waits 15 s for a stdio server by default; a daemon's start (imports, first font cache)
+    # takes longer than that while four test workers share two cores
+    chartgen = ["--connect-timeout", "120000", sys.executable, "-m", "daemon", "--mcp", "--log-level", "error"]
+    chartgen += ["--data-dir", str(tmp_path / "d")]
     tools = await inspector([*chartgen, "--method", "tools/list"], tmp_path)
     assert len(tools["tools"]) == len(TOOL_NAMES)
     listed = await inspector([*chartgen, "--method", "tools/call", "--tool-name", "list_indicators"], tmp_path)
