@@ -39,7 +39,7 @@ run: $(STAMP)
 # servers ones not slow; `make chaos`: the slow ones; `make test-all`: the last three, as CI runs them.
 # -n 4 --dist loadgroup (pytest-xdist): the process tests mostly wait on their daemons, so four workers
 # on 2 cores beat two (make test's process tests: 33 min in one process, 16 min on four, under the same
-# shared load; make chaos: 19 min serial in the last CI, 11.3 min on four).  A file whose tests share
+# shared load).  A file whose tests share
 # one module-scoped daemon or server marks itself `pytest.mark.xdist_group` and runs on one worker, in
 # order.  Session fixtures (PostgreSQL) are per worker; testkit.nginx.free_port gives each worker its
 # own block of ports.  Figures per lane: docs/development.md.
@@ -60,8 +60,10 @@ test-fast: $(STAMP)
 test-servers: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) -m "servers and not slow"
 
+# serial: on four workers it took 11.3 min in a trial, but a CI-clone run had three failures of its
+# timing-bound suites (issue 37 stays open on it); serial it passed in every CI before
 chaos: $(STAMP) $(NODE_TOOLS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) -m slow
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
 
 test-all: test test-servers chaos
 
