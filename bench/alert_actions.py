@@ -41,7 +41,7 @@ def _pct(values: list[float], q: float) -> float:
 
 async def bench_trigger_to_exchange(n: int = 300, rate: float = 100.0, warmup: int = 10) -> dict[str, Any]:
     """``n`` crossings at ``rate``/s, each firing one market-buy action alert."""
-    from testkit.daemon_proc import create_token, mcp_client, start_daemon
+    from testkit.daemon_proc import PRODUCTION_RENDER, create_token, mcp_client, start_daemon
 
     total = n + warmup
     sim = await start_simulator(clock="manual", symbols=["BTCUSDT"], balances={"USDT": Decimal("1000000")})
@@ -49,6 +49,7 @@ async def bench_trigger_to_exchange(n: int = 300, rate: float = 100.0, warmup: i
         await lift_order_limits(sim.url)  # 100 firings/s: past Binance's ORDERS limit (bench/sim_limits.py)
         ws = sim.url.replace("http://", "ws://")
         env = {
+            **PRODUCTION_RENDER,
             "CHARTGEN_BINANCE_REST_URL": sim.url,
             "CHARTGEN_BINANCE_STREAM_URL": ws,
             "CHARTGEN_BINANCE_WS_API_URL": f"{ws}/ws-api/v3",

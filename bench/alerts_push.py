@@ -26,13 +26,13 @@ from engine import Tick
 
 async def bench_push_latency_and_set_alert(steps: int = 2000, rate: float = 1000.0) -> dict[str, Any]:
     """Against the real daemon (--sim, manual clock): tick → SSE frame latency, and set_alert calls/s."""
-    from testkit.daemon_proc import mcp_client, start_daemon
+    from testkit.daemon_proc import PRODUCTION_RENDER, mcp_client, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(
             ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1m"],
             data_dir=Path(tmp),
-            env={"CHARTGEN_ALERTS_MAX_PER_CLIENT": "1000000", "CHARTGEN_BROKER": "paper"},
+            env={"CHARTGEN_ALERTS_MAX_PER_CLIENT": "1000000", "CHARTGEN_BROKER": "paper", **PRODUCTION_RENDER},
         )
         try:
             async with aiohttp.ClientSession() as http:

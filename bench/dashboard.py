@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 
 from testkit.browser import Page, browser, sign_in
-from testkit.daemon_proc import start_daemon
+from testkit.daemon_proc import PRODUCTION_RENDER, start_daemon
 from testkit.oauth import set_passphrase
 
 SYMBOLS = ("BTCUSDT", "ETHUSDT", "SOLUSDT", "BNBUSDT", "XRPUSDT", "ADAUSDT", "DOGEUSDT", "LTCUSDT", "DOTUSDT",
@@ -44,7 +44,9 @@ async def run(trades: int = 200) -> dict[str, Any]:
         data = Path(tmp)
         await set_passphrase(data)
         daemon = await start_daemon(
-            ["--serve", "--trade", "--sim", "--clock", "manual", "-s", ",".join(SYMBOLS), "-i", "1m"], data_dir=data
+            ["--serve", "--trade", "--sim", "--clock", "manual", "-s", ",".join(SYMBOLS), "-i", "1m"],
+            data_dir=data,
+            env=PRODUCTION_RENDER,
         )
         driver = await asyncio.to_thread(browser, data / "profile")
         page = Page(driver, daemon.base)

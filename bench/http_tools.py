@@ -35,14 +35,18 @@ async def bench_get_indicators(
     clients: int = CLIENTS, per_client: int = CALLS_PER_CLIENT, *, proxied: bool = True
 ) -> dict[str, float]:
     """``proxied``: as behind the documented nginx (trusted proxy, ``X-Forwarded-For``); else direct clients."""
-    from testkit.daemon_proc import start_daemon
+    from testkit.daemon_proc import PRODUCTION_RENDER, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(
             ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1h"],
             data_dir=Path(tmp),
             # as in production: one audit line per tool call; behind a trusted proxy on loopback
-            env={"CHARTGEN_LOG_LEVEL": "info", **({"CHARTGEN_TRUSTED_PROXIES": "127.0.0.1"} if proxied else {})},
+            env={
+                "CHARTGEN_LOG_LEVEL": "info",
+                **PRODUCTION_RENDER,
+                **({"CHARTGEN_TRUSTED_PROXIES": "127.0.0.1"} if proxied else {}),
+            },
         )
         try:
             connector = aiohttp.TCPConnector(limit=clients)

@@ -150,7 +150,7 @@ async def bench_http_binance(n: int = 200, warmup: int = 10) -> dict[str, Any]:
     session-less JSON-RPC on one keep-alive connection (chartgen's clients), then the official SDK client."""
     import aiohttp
 
-    from testkit.daemon_proc import mcp_client, start_daemon
+    from testkit.daemon_proc import PRODUCTION_RENDER, mcp_client, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         daemon = await start_daemon(
@@ -161,6 +161,7 @@ async def bench_http_binance(n: int = 200, warmup: int = 10) -> dict[str, Any]:
                 "CHARTGEN_TRADING_MAX_ORDER_NOTIONAL": "1000000",
                 "CHARTGEN_TRADING_MAX_DAILY_NOTIONAL": "100000000",
                 "CHARTGEN_LOG_LEVEL": "info",  # as in production: one audit line per tool call
+                **PRODUCTION_RENDER,
             },
         )
         try:

@@ -151,7 +151,7 @@ class ClientB:
 
 
 async def bench_render_flood(workers: int, flood: int = FLOOD, b_charts: int = B_CHARTS) -> dict[str, Any]:
-    from testkit.daemon_proc import create_token, start_daemon
+    from testkit.daemon_proc import PRODUCTION_RENDER, create_token, start_daemon
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
@@ -159,7 +159,7 @@ async def bench_render_flood(workers: int, flood: int = FLOOD, b_charts: int = B
         daemon = await start_daemon(
             ["--serve", "--trade", "--sim", "--clock", "manual", "-s", "BTCUSDT", "-i", "1h"],
             data_dir=data,
-            env={"CHARTGEN_LOG_LEVEL": "info", "CHARTGEN_RENDER_WORKERS": str(workers)},
+            env={"CHARTGEN_LOG_LEVEL": "info", "CHARTGEN_RENDER_WORKERS": str(workers), **PRODUCTION_RENDER},
         )
         try:
             await daemon.wait_ready()

@@ -74,6 +74,10 @@ class Settings(ClusterSettings):
     # --- charts ------------------------------------------------------------------------
     render_workers: int = Field(default=2, ge=1, le=8)
     """Processes that build charts (PNG, series); with two or more, one client may use all but one of them."""
+    render_warm_start: bool = True
+    """Start the render processes at start and import matplotlib in each, so the first chart is fast;
+    false: start them on the first chart (that chart takes about a second more; a daemon that only
+    watches alerts or trades never pays their start-up CPU)."""
     max_renders_per_principal: int = Field(default=2, ge=1, le=64)
     """Charts (PNG or series payloads) one client may have in progress at once; the rest wait their turn."""
     max_bars: int = Field(default=5000, ge=10, le=50000)

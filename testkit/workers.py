@@ -191,12 +191,26 @@ def pid_of(member: str) -> int:
     return int(member.split("/")[1])
 
 
-async def until(check: Callable[[], Awaitable[T | None]], timeout_s: float, every_s: float = 0.05) -> T:
-    """Poll ``check()`` — a query of state other processes write — until it returns something truthy."""
-    async with asyncio.timeout(timeout_s):
-        while not (result := await check()):  # noqa: ASYNC110 - the state is in other processes
-            await asyncio.sleep(every_s)
-        return result
+async def until(
+    check: Callable[[], Awaitable[T | None]],
+    timeout_s: float,
+    every_s: float = 0.05,
+    *,
+    explain: Callable[[], object] | None = None,
+) -> T:
+    """Poll ``check()`` — a query of state other processes write — until it returns something truthy.
+
+    ``explain``: on the timeout, an AssertionError carries what it returns (the state that did not
+    get there), instead of a bare TimeoutError."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not (result := await check()):  # noqa: ASYNC110 - the state is in other processes
+                await asyncio.sleep(every_s)
+            return result
+    except TimeoutError:
+        if explain is None:
+            raise
+        raise AssertionError(f"not within {timeout_s} s: {explain()}") from None
 
 
 async def next_alert_frame(stream: aiohttp.ClientResponse, timeout_s: float = 60.0) -> tuple[int, str]:

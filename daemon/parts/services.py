@@ -136,7 +136,10 @@ async def chart_service(
         renderer: ChartRenderer
         if render_in_pool:
             pool = ProcessPoolRenderer(
-                settings.render_workers, per_principal=settings.max_renders_per_principal, principal=current_principal
+                settings.render_workers,
+                per_principal=settings.max_renders_per_principal,
+                principal=current_principal,
+                warm=settings.render_warm_start,
             )
             renderer = await stack.enter_async_context(pool)
         else:

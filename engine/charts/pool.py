@@ -35,7 +35,9 @@ class ProcessPoolRenderer:
 
     ``principal`` names the client a job is for (read when the job arrives, e.g. from a
     context variable); each client may have ``per_principal`` jobs rendering (at most
-    ``workers - 1`` when there are several workers) and ``max_queued`` waiting.
+    ``workers - 1`` when there are several workers) and ``max_queued`` waiting.  ``warm``: start
+    the workers when entered and import matplotlib in each; otherwise they start with the first job
+    (which then takes their start-up, about a second).
     """
 
     def __init__(
@@ -45,28 +47,34 @@ class ProcessPoolRenderer:
         per_principal: int = 2,
         max_queued: int = DEFAULT_MAX_QUEUED,
         principal: Callable[[], Hashable] = _nobody,
+        warm: bool = True,
     ) -> None:
         self._workers = workers
+        self._warm = warm
         self._pool: ProcessPoolExecutor | None = None
         self._principal = principal
         self.gate = RenderGate(workers, per_key=per_principal, max_queued=max_queued)
 
     async def __aenter__(self) -> ProcessPoolRenderer:
-        await self.start()
+        if self._warm:
+            await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def start(self) -> None:
-        """Start the workers and import matplotlib in each (the first render is then fast)."""
+    async def start(self, *, warm: bool = True) -> None:
+        """Start the workers; ``warm``: import matplotlib in each and wait for it (the first render is then fast).
+
+        Without ``warm`` nothing is awaited: the executor spawns its processes with the first job."""
         if self._pool is not None:
             return
         self._pool = ProcessPoolExecutor(
             max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker
         )
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._pool, warm_up) for _ in range(self._workers)))
+        if warm:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self._pool, warm_up) for _ in range(self._workers)))
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -83,7 +91,7 @@ class ProcessPoolRenderer:
         gate must not hand that worker to someone else meanwhile.
         """
         if self._pool is None:
-            await self.start()
+            await self.start(warm=False)
         assert self._pool is not None
         loop = asyncio.get_running_loop()
         key = self._principal()

@@ -157,7 +157,7 @@ class ConstructData(SourcedData):
 
 
 async def construct_chart_config(ctx: ToolContext, args: ConstructArgs, call: AgentCall) -> ConstructData:
-    venue = resolve_exchange(args.exchange) if args.exchange else None
+    venue = await resolve_exchange(args.exchange) if args.exchange else None
     max_bars = ctx.services.max_bars
     try:
         built = build(

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import importlib
 import time
 import weakref
+from types import ModuleType
 
-import ccxt
-import ccxt.pro as ccxtpro
 from pydantic import BaseModel, Field
 
 from engine import MarketData, SymbolSearch, matches
@@ -75,9 +75,25 @@ _YAHOO = Exchange(
 )
 
 _exchanges_cache: tuple[float, list[Exchange], str] | None = None
+_pro_ids: tuple[str, ...] | None = None
 
 
-def _ccxt_entry(exchange_id: str) -> Exchange | None:
+def _ccxt_pro() -> ModuleType:
+    """ccxt.pro, imported on first use and off the event loop (callers run this in a thread): ccxt
+    costs about 0.9 s of import (python -X importtime, 2-core VM), which every daemon start paid
+    while it was imported at the top of this module, for two tools most sessions never call."""
+    return importlib.import_module("ccxt.pro")
+
+
+async def ccxt_pro_ids() -> tuple[str, ...]:
+    """The exchange ids of ccxt.pro (imported in a thread on the first call)."""
+    global _pro_ids
+    if _pro_ids is None:
+        _pro_ids = tuple((await asyncio.to_thread(_ccxt_pro)).exchanges)
+    return _pro_ids
+
+
+def _ccxt_entry(ccxtpro: ModuleType, exchange_id: str) -> Exchange | None:
     cls = getattr(ccxtpro, exchange_id, None)
     if cls is None:
         return None
@@ -104,34 +120,36 @@ def _ccxt_entry(exchange_id: str) -> Exchange | None:
     return Exchange(id=exchange_id, name=ex.name, type="crypto", description=" ".join(parts), capabilities=caps)
 
 
-def _build_exchanges() -> list[Exchange]:
+def _build_exchanges() -> tuple[list[Exchange], str]:
+    ccxtpro = _ccxt_pro()
     out = [_BINANCE, _YAHOO]
     for exchange_id in ccxtpro.exchanges:
         if exchange_id == "binance":
             continue  # BINANCE above (the daemon's own client; ccxt's class is one of its brokers)
-        entry = _ccxt_entry(exchange_id)
+        entry = _ccxt_entry(ccxtpro, exchange_id)
         if entry is not None:
             out.append(entry)
-    return sorted(out, key=lambda e: (e.type, e.name.lower(), e.id))
+    return sorted(out, key=lambda e: (e.type, e.name.lower(), e.id)), f"ccxt:pro.exchanges@{ccxtpro.__version__}"
 
 
 async def exchanges() -> tuple[list[Exchange], str]:
     """The exchange list (built at most once an hour, off the event loop) and its source ref."""
     global _exchanges_cache
     if _exchanges_cache is None or time.monotonic() >= _exchanges_cache[0]:
-        built = await asyncio.to_thread(_build_exchanges)
-        _exchanges_cache = (time.monotonic() + HOUR_S, built, f"ccxt:pro.exchanges@{ccxt.__version__}")
+        built, ref = await asyncio.to_thread(_build_exchanges)
+        _exchanges_cache = (time.monotonic() + HOUR_S, built, ref)
     return list(_exchanges_cache[1]), _exchanges_cache[2]
 
 
-def resolve_exchange(name: str) -> str:
+async def resolve_exchange(name: str) -> str:
     """``BINANCE``, ``YAHOO`` or a ccxt.pro id for a name in any case; INVALID_ARGUMENT otherwise."""
     key = name.strip()
     if key.upper() in ("BINANCE", "YAHOO"):
         return key.upper()
-    if key.lower() in ccxtpro.exchanges:
+    pro_ids = await ccxt_pro_ids()
+    if key.lower() in pro_ids:
         return key.lower()
-    ids = ["BINANCE", "YAHOO", *(e for e in ccxtpro.exchanges if e != "binance")]
+    ids = ["BINANCE", "YAHOO", *(e for e in pro_ids if e != "binance")]
     close = difflib.get_close_matches(key.lower(), [i.lower() for i in ids], n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise AgentError(
@@ -192,7 +210,7 @@ def use_search(market: MarketData, search: SymbolSearch) -> None:
 
 
 async def get_symbols(ctx: ToolContext, args: GetSymbolsArgs, call: AgentCall) -> SymbolsData:
-    exchange = resolve_exchange(args.exchange)
+    exchange = await resolve_exchange(args.exchange)
     search = search_for(ctx.services.market)
     if exchange == "YAHOO":
         if not args.search:

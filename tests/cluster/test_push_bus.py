@@ -47,7 +47,7 @@ async def test_announcements_reach_the_fronts_listener_and_survive_a_nats_outage
         assert await listener.ensure() and listener.connects == 1
         odd = "bob.*> x"  # a principal is data: dots, wildcards and spaces travel as one subject token
         announcer.announce({"alice": [3, 1, 2], odd: [7], "nobody": []})
-        await until(lambda: _heard(heard, 2), 10)
+        await until(lambda: _heard(heard, 2), 10, explain=lambda: _state(announcer, listener, heard))
         assert sorted(heard) == ["pushed alice 1 3", f"pushed {odd} 7 7"]
         assert announcer.pending == {} and announcer.published == 2
         assert await worker_bus.stream_messages(NOTIFY_STREAM) == 2
@@ -111,6 +111,14 @@ async def test_bus_settings_that_cannot_work_are_refused_by_name(nats_server: Na
     settings = load_settings({"bus": "nats", "nats_url": nats_server.url, "bus_limits": {"nonsense": 1}})
     with pytest.raises(BusSettingsError, match=r"bus_limits: nonsense"):
         await connect_bus(settings, "front", ensure_streams=False)
+
+
+def _state(announcer: PushAnnouncer, listener: BusPushListener, heard: list[str]) -> str:
+    return (
+        f"heard={heard} published={announcer.published} pending={announcer.pending} "
+        f"failing_since={announcer.failing_since} worker={announcer.bus.status()} "
+        f"listener connected={listener.connected} connects={listener.connects}"
+    )
 
 
 async def _heard(heard: list[str], n: int) -> bool:

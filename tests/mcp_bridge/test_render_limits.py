@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -160,3 +161,20 @@ async def test_series_payloads_are_built_off_the_event_loop(
     both = await router.call("generate_chart", {**SMALL, "format": "both"}, "A")
     assert [c.type for c in both.content] == ["image", "text"]
     assert json.loads(both.content[1].text)["price"]["bars"] == 30
+
+
+@pytest.mark.process
+async def test_a_cold_pool_starts_its_workers_with_the_first_chart() -> None:
+    """``render_warm_start = false``: entering the pool starts no process; the first chart starts the
+    workers and is drawn (matplotlib imported there), and two charts at once start the pool once."""
+    async with ProcessPoolRenderer(2, warm=False) as cold:
+        assert multiprocessing.active_children() == []
+        router = ToolRouter(Services(charts=ChartService(None, cold)))
+        first, second = await asyncio.gather(
+            router.call("generate_chart", {**SMALL, "format": "both"}, "A"),
+            router.call("generate_chart", {**SMALL, "format": "png"}, "B"),
+        )
+        assert [c.type for c in first.content] == ["image", "text"], first.content[0]
+        assert [c.type for c in second.content] == ["image"], second.content[0]
+        assert 1 <= len(multiprocessing.active_children()) <= 2
+    assert multiprocessing.active_children() == []
