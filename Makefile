@@ -55,7 +55,7 @@ test: $(STAMP) $(NODE_TOOLS)
 # cleared so that the workers read cached bytecode from the second run on.
 test-fast: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= HYPOTHESIS_PROFILE=fast CHARTGEN_QUICK_LANE=1 \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 4 -m "not slow and not servers and not process"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 4 --dist worksteal -m "not slow and not servers and not process"
 
 test-servers: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) --durations=15 -m "servers and not slow"

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import hypothesis
 import pytest
+
+from testkit.lanes import excluded_whole
 
 # Test lanes.  Every test file declares its own markers (``pytestmark`` or a test's decorator, or
 # ``pytest.param(..., marks=...)`` for the "postgres" storage param of tests/alerts/test_store.py);
@@ -33,6 +36,17 @@ FAST_EXAMPLES_DIVISOR = 5
 FAST_EXAMPLES_FLOOR = 10
 hypothesis.settings.register_profile(FAST_PROFILE, deadline=None)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A test file that ``-m`` deselects whole, by the markers its ``pytestmark`` declares, is not
+    imported at all (testkit/lanes.py ``excluded_whole``): the quick lane leaves out 82 of 216 test
+    files, whose imports (the MCP client, ccxt, selenium …) each of its four workers paid before."""
+    markexpr = config.getoption("markexpr")
+    if markexpr and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        if excluded_whole(collection_path, markexpr):
+            return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
