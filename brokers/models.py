@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, cast, get_args
 
 Side = Literal["BUY", "SELL"]
 OrderType = Literal[
@@ -26,6 +26,30 @@ LIMIT_PRICED = frozenset({"LIMIT", "LIMIT_MAKER", "STOP_LOSS_LIMIT", "TAKE_PROFI
 """Types that carry a limit ``price``."""
 ListKind = Literal["OCO", "OTOCO"]
 TimeInForce = Literal["GTC", "IOC", "FOK"]
+
+
+def side_of(text: str) -> Side:
+    """A side read back from storage, checked (ValueError naming it when it is not BUY or SELL)."""
+    if text not in get_args(Side):
+        raise ValueError(f"stored order side {text!r} is not one of {get_args(Side)}")
+    return cast(Side, text)
+
+
+def order_type_of(text: str) -> OrderType:
+    """An order type read back from storage, checked (ValueError naming it when it is not one we send)."""
+    if text not in get_args(OrderType):
+        raise ValueError(f"stored order type {text!r} is not one of {get_args(OrderType)}")
+    return cast(OrderType, text)
+
+
+def time_in_force_of(text: str | None) -> TimeInForce | None:
+    """A time in force read back from storage (None stays None), checked like :func:`side_of`."""
+    if text is None:
+        return None
+    if text not in get_args(TimeInForce):
+        raise ValueError(f"stored time in force {text!r} is not one of {get_args(TimeInForce)}")
+    return cast(TimeInForce, text)
+
 
 TERMINAL = frozenset({"FILLED", "CANCELED", "REJECTED", "EXPIRED", "EXPIRED_IN_MATCH"})
 OPEN = frozenset({"NEW", "PARTIALLY_FILLED"})

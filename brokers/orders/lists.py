@@ -26,10 +26,13 @@ from brokers.models import (
     Actor,
     BrokerError,
     ExchangeList,
+    ListKind,
     ListRequest,
     OrderRejected,
     OrderRequest,
+    OrderType,
     RateLimitedError,
+    Side,
     state_name,
 )
 from brokers.orders.args import OrderInputError, parse_oco
@@ -57,7 +60,7 @@ def list_kinds(broker: Any) -> frozenset[str]:
 def oco_request(
     *,
     symbol: str,
-    side: str,
+    side: Side,
     quantity: Decimal,
     take_profit: Decimal,
     stop: Decimal,
@@ -68,19 +71,20 @@ def oco_request(
     working: OrderRequest | None = None,
 ) -> ListRequest:
     """An OCO (or, with ``working``, an OTOCO) exiting on ``side``; ``ids`` are the take-profit's and the stop's."""
-    tp_type = "LIMIT_MAKER" if side == "SELL" else "TAKE_PROFIT_LIMIT"
+    tp_type: OrderType = "LIMIT_MAKER" if side == "SELL" else "TAKE_PROFIT_LIMIT"
+    sl_type: OrderType = "STOP_LOSS" if stop_limit is None else "STOP_LOSS_LIMIT"
     tp = OrderRequest(
-        symbol, side, tp_type, ids[0], quantity=quantity, price=take_profit, owner=owner,  # type: ignore[arg-type]
+        symbol, side, tp_type, ids[0], quantity=quantity, price=take_profit, owner=owner,
         time_in_force=None if tp_type == "LIMIT_MAKER" else "GTC",
         stop_price=None if tp_type == "LIMIT_MAKER" else take_profit, list_client_id=list_client_id,
     )  # fmt: skip
     sl = OrderRequest(
-        symbol, side, "STOP_LOSS" if stop_limit is None else "STOP_LOSS_LIMIT", ids[1],  # type: ignore[arg-type]
+        symbol, side, sl_type, ids[1],
         quantity=quantity, price=stop_limit, stop_price=stop, time_in_force=None if stop_limit is None else "GTC",
         owner=owner, list_client_id=list_client_id,
     )  # fmt: skip
-    kind = "OCO" if working is None else "OTOCO"
-    return ListRequest(kind, symbol, list_client_id, tp, sl, working=working, owner=owner)  # type: ignore[arg-type]
+    kind: ListKind = "OCO" if working is None else "OTOCO"
+    return ListRequest(kind, symbol, list_client_id, tp, sl, working=working, owner=owner)
 
 
 def new_oco(p: dict[str, Any], last: Decimal, owner: str | None) -> ListRequest:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from brokers.models import TERMINAL, ListRequest, RateLimitedError
+from brokers.models import TERMINAL, ListRequest, RateLimitedError, side_of
 from brokers.orders.args import OrderInputError
 from brokers.orders.exits import bracket_ids
 from brokers.orders.journal import EntryEnd, EntryFill, WaitingExit
@@ -32,7 +32,7 @@ def planned_exit(row: ListRow) -> ListRequest:
     assert row.take_profit_price is not None and row.stop_price is not None and row.entry_client_id is not None
     _list, tp_id, sl_id = bracket_ids(row.entry_client_id)
     return oco_request(
-        symbol=row.symbol, side=row.side, quantity=row.quantity, take_profit=row.take_profit_price,
+        symbol=row.symbol, side=side_of(row.side), quantity=row.quantity, take_profit=row.take_profit_price,
         stop=row.stop_price, stop_limit=row.stop_limit_price, list_client_id=row.list_client_id,
         ids=(tp_id, sl_id), owner=row.owner,
     )  # fmt: skip

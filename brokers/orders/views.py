@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from brokers.models import OrderRequest, state_name
+from brokers.models import OrderRequest, order_type_of, side_of, state_name, time_in_force_of
 from brokers.orders.args import plain_decimal as plain
 from brokers.orders.store import OrderRow
 
@@ -16,13 +16,13 @@ def request_of(row: OrderRow) -> OrderRequest:
     extra = {k: getattr(row, k) for k in ("stop_price", "trailing_delta", "list_client_id") if hasattr(row, k)}
     return OrderRequest(
         symbol=row.symbol,
-        side=row.side,  # type: ignore[arg-type]
-        type=row.type,  # type: ignore[arg-type]
+        side=side_of(row.side),
+        type=order_type_of(row.type),
         client_order_id=row.client_order_id,
         quantity=row.quantity,
         quote_quantity=row.quote_quantity,
         price=row.price,
-        time_in_force=row.time_in_force,  # type: ignore[arg-type]
+        time_in_force=time_in_force_of(row.time_in_force),
         owner=row.owner,
         **extra,
     )
