@@ -60,7 +60,7 @@ test-fast: $(STAMP)
 test-servers: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) --durations=15 -m "servers and not slow"
 
-# four workers here too: 8.4 min against 19-20 min in one process.  Its kill suites failed on four
+# four workers here too: 6.9-7.9 min in three CI-clone runs against 19-20 min in one process.  Its kill suites failed on four
 # workers while a daemon start cost about 6 s and 6 s of CPU (imports, and two render processes
 # warmed at every start); with ccxt and matplotlib imported only where used and the kit's daemons
 # starting their render processes with their first chart (testkit/daemon_proc.py TEST_DAEMON_ENV),
